@@ -9,6 +9,11 @@ CONFIG ?= configs/cls/bbc.yaml
 ARGS ?=
 NPROC ?= 1
 RUN ?= runs/bbc
+DATA ?=
+INPUT ?= -
+OUTPUT ?= -
+MODEL ?= $(RUN)/model.onnx
+PRETRAIN_CONFIG ?= configs/pretrain/bbc.yaml
 DATA_ROOT ?= ../shared/data
 export HF_HOME ?= $(CURDIR)/.cache/huggingface
 
@@ -35,6 +40,10 @@ test-slow: install
 lint: install
 	$(VENV)/bin/ruff check tfm_cls export tests benchmarks
 
+clean:
+	rm -rf $(VENV) .pytest_cache .ruff_cache build *.egg-info
+
+# ---- jobs -------------------------------------------------------------------------------------
 train-cls: install
 	@if [ "$(NPROC)" -gt 1 ]; then \
 	  $(VENV)/bin/torchrun --standalone --nproc_per_node=$(NPROC) -m tfm_cls.cli train --config $(CONFIG) $(ARGS); \
@@ -42,5 +51,41 @@ train-cls: install
 	  $(PY) -m tfm_cls.cli train --config $(CONFIG) $(ARGS); \
 	fi
 
-clean:
-	rm -rf $(VENV) .pytest_cache .ruff_cache build *.egg-info
+eval: install
+	$(PY) -m tfm_cls.cli eval --run $(RUN) --data $(DATA) $(ARGS)
+
+predict: install
+	$(PY) -m tfm_cls.cli predict --run $(RUN) --input $(INPUT) --output $(OUTPUT)
+
+pretrain: install
+	@if [ "$(NPROC)" -gt 1 ]; then \
+	  $(VENV)/bin/torchrun --standalone --nproc_per_node=$(NPROC) -m tfm_cls.cli pretrain --config $(PRETRAIN_CONFIG) $(ARGS); \
+	else \
+	  $(PY) -m tfm_cls.cli pretrain --config $(PRETRAIN_CONFIG) $(ARGS); \
+	fi
+
+export: install
+	$(PY) -m tfm_cls.cli export --run $(RUN)
+
+verify-onnx: install
+	$(PY) -m tfm_cls.cli verify-onnx --run $(RUN)
+
+# Torch-free deployment path: only onnxruntime, tokenizers and numpy are imported.
+infer: install
+	$(PY) export/infer.py --model $(MODEL) --input $(INPUT) --output $(OUTPUT) $(ARGS)
+
+quantize: install
+	$(PY) -m tfm_cls.cli quantize --run $(RUN) --data $(DATA) $(ARGS)
+
+# ---- benchmarks (print tables, save JSON under bench_results/) -----------------------------------
+bench-model: install
+	$(PY) benchmarks/bench_model.py $(ARGS)
+
+bench-accuracy: install
+	$(PY) benchmarks/bench_accuracy.py --data-root $(DATA_ROOT) $(ARGS)
+
+bench-infer: install
+	$(PY) benchmarks/bench_infer.py --data-root $(DATA_ROOT) $(ARGS)
+
+check-gpu: install
+	$(PY) benchmarks/check_gpu.py --data-root $(DATA_ROOT) $(ARGS)
