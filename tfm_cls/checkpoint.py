@@ -1,0 +1,118 @@
+"""Atomic file writes, the best weights (safetensors) and the resumable last checkpoint.
+
+Every file is written to a temporary name in the same folder, flushed to disk and renamed over
+the target, so a process killed at any moment leaves either the old file or the new one, never a
+torn one. Loading never unpickles code: weights go through safetensors, the last checkpoint
+through `torch.load(weights_only=True)`.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import random
+import tempfile
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import torch
+from safetensors import SafetensorError
+from safetensors.torch import load_file, save_file
+
+
+class CheckpointError(RuntimeError):
+    """A checkpoint or weights file is missing, corrupt, truncated or does not fit the model."""
+
+
+@contextlib.contextmanager
+def atomic_path(path: str | Path) -> Iterator[Path]:
+    """Yield a temporary path beside `path`; on success it replaces `path` in one rename."""
+    path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
+    os.close(fd)
+    tmp_path = Path(tmp)
+    try:
+        yield tmp_path
+        with open(tmp_path, "rb+") as f:  # make the bytes durable before the rename publishes them
+            os.fsync(f.fileno())
+        os.replace(tmp_path, path)
+    finally:
+        tmp_path.unlink(missing_ok=True)
+
+
+def save_weights(model: torch.nn.Module, path: str | Path) -> None:
+    """Write the model's state dict as safetensors (contiguous CPU copies), atomically."""
+    state = {name: t.detach().to("cpu").contiguous() for name, t in model.state_dict().items()}
+    with atomic_path(path) as tmp:
+        save_file(state, str(tmp), metadata={"format": "pt"})
+
+
+def load_weights(model: torch.nn.Module, path: str | Path) -> None:
+    """Load safetensors weights into `model`; any mismatch is a CheckpointError naming the file."""
+    path = Path(path)
+    if not path.is_file():
+        raise CheckpointError(f"weights file {path} does not exist")
+    try:
+        state = load_file(str(path))
+    except (SafetensorError, OSError, ValueError) as err:
+        raise CheckpointError(f"{path}: corrupt or truncated safetensors file ({err})") from err
+    result = model.load_state_dict(state, strict=False)
+    if result.missing_keys or result.unexpected_keys:
+        raise CheckpointError(
+            f"{path}: weights do not fit the model: missing {result.missing_keys[:5]}, "
+            f"unexpected {result.unexpected_keys[:5]}"
+        )
+
+
+def rng_state() -> dict[str, Any]:
+    """All RNG states that influence training, in a form `torch.load(weights_only=True)` accepts."""
+    name, keys, pos, has_gauss, cached = np.random.get_state()
+    state: dict[str, Any] = {
+        "python": random.getstate(),
+        "numpy": [name, torch.from_numpy(keys.astype(np.int64)), pos, has_gauss, cached],
+        "torch": torch.get_rng_state(),
+    }
+    if torch.cuda.is_available():
+        state["cuda"] = torch.cuda.get_rng_state_all()
+    return state
+
+
+def set_rng_state(state: dict[str, Any]) -> None:
+    random.setstate(_as_tuples(state["python"]))
+    name, keys, pos, has_gauss, cached = state["numpy"]
+    np.random.set_state((name, keys.numpy().astype(np.uint32), pos, has_gauss, cached))
+    torch.set_rng_state(state["torch"])
+    if "cuda" in state and torch.cuda.is_available():
+        torch.cuda.set_rng_state_all(state["cuda"])
+
+
+def _as_tuples(value: Any) -> Any:
+    """random.setstate wants tuples; a save/load round trip may hand back lists."""
+    if isinstance(value, (list, tuple)):
+        return tuple(_as_tuples(v) for v in value)
+    return value
+
+
+def save_checkpoint(path: str | Path, state: dict[str, Any]) -> None:
+    """Write a resumable checkpoint (tensors, numbers, strings, lists, dicts only), atomically."""
+    with atomic_path(path) as tmp:
+        torch.save(state, tmp)
+
+
+def load_checkpoint(path: str | Path) -> dict[str, Any]:
+    path = Path(path)
+    if not path.is_file():
+        raise CheckpointError(f"no checkpoint to resume from: {path} does not exist")
+    try:
+        state = torch.load(path, map_location="cpu", weights_only=True)
+    except Exception as err:  # zip, pickle and unpickling-policy errors all mean the same here
+        raise CheckpointError(
+            f"{path}: corrupt or truncated checkpoint ({type(err).__name__}: {str(err)[:200]}); "
+            "delete it and train without --resume, or pass --overwrite to start over"
+        ) from err
+    if not isinstance(state, dict) or "model" not in state or "step" not in state:
+        raise CheckpointError(f"{path}: not a tfm_cls training checkpoint (expected keys 'model' and 'step')")
+    return state

@@ -1,0 +1,104 @@
+"""Subword tokenizer trained on the training texts with the `tokenizers` library.
+
+Both kinds (WordPiece, byte-level BPE) share the special tokens [PAD]=0, [UNK], [CLS], [SEP],
+[MASK] and encode one text as `[CLS] tokens [SEP]`, truncated to `max_length` (the post-processor
+adds [CLS] and [SEP] after truncation, so [SEP] is always last). The saved tokenizer.json carries
+truncation and batch-longest padding, so `load_tokenizer(path).encode_batch(texts)` is all a
+deployment needs.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Iterable
+from pathlib import Path
+
+from tokenizers import Tokenizer, decoders, models, normalizers, pre_tokenizers, processors, trainers
+
+from tfm_cls.config import TokenizerConfig
+
+logger = logging.getLogger(__name__)
+
+PAD, UNK, CLS, SEP, MASK = "[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]"
+SPECIAL_TOKENS = [PAD, UNK, CLS, SEP, MASK]  # ids 0..4, in this order
+PAD_ID = 0
+
+
+def _new_tokenizer(cfg: TokenizerConfig) -> tuple[Tokenizer, trainers.Trainer]:
+    if cfg.kind == "wordpiece":
+        tokenizer = Tokenizer(models.WordPiece(unk_token=UNK, max_input_chars_per_word=100))
+        # BertNormalizer also puts spaces around CJK characters, so Chinese splits per character.
+        tokenizer.normalizer = normalizers.BertNormalizer(
+            clean_text=True, handle_chinese_chars=True, strip_accents=cfg.lowercase, lowercase=cfg.lowercase
+        )
+        tokenizer.pre_tokenizer = pre_tokenizers.BertPreTokenizer()
+        tokenizer.decoder = decoders.WordPiece(prefix="##")
+        trainer = trainers.WordPieceTrainer(
+            vocab_size=cfg.vocab_size,
+            min_frequency=cfg.min_frequency,
+            special_tokens=SPECIAL_TOKENS,
+            continuing_subword_prefix="##",
+            show_progress=False,
+        )
+    else:
+        tokenizer = Tokenizer(models.BPE(unk_token=UNK))
+        steps = [normalizers.NFKC(), normalizers.Strip()] + ([normalizers.Lowercase()] if cfg.lowercase else [])
+        tokenizer.normalizer = normalizers.Sequence(steps)
+        tokenizer.pre_tokenizer = pre_tokenizers.ByteLevel(add_prefix_space=True)
+        tokenizer.decoder = decoders.ByteLevel()
+        trainer = trainers.BpeTrainer(
+            vocab_size=cfg.vocab_size,
+            min_frequency=cfg.min_frequency,
+            special_tokens=SPECIAL_TOKENS,
+            initial_alphabet=pre_tokenizers.ByteLevel.alphabet(),
+            show_progress=False,
+        )
+    return tokenizer, trainer
+
+
+def configure(tokenizer: Tokenizer, max_length: int) -> Tokenizer:
+    """Set the [CLS] ... [SEP] template, truncation to `max_length` and batch-longest padding."""
+    cls_id, sep_id = tokenizer.token_to_id(CLS), tokenizer.token_to_id(SEP)
+    if tokenizer.token_to_id(PAD) != PAD_ID or cls_id is None or sep_id is None:
+        raise ValueError(f"tokenizer must have {PAD} at id {PAD_ID} and {CLS}, {SEP} in its vocabulary")
+    tokenizer.post_processor = processors.TemplateProcessing(
+        single=f"{CLS} $A {SEP}", pair=f"{CLS} $A {SEP} $B:1 {SEP}:1", special_tokens=[(CLS, cls_id), (SEP, sep_id)]
+    )
+    tokenizer.enable_truncation(max_length=max_length)
+    tokenizer.enable_padding(pad_id=PAD_ID, pad_token=PAD)
+    return tokenizer
+
+
+def train_tokenizer(texts: Iterable[str], cfg: TokenizerConfig) -> Tokenizer:
+    """Train a WordPiece or BPE tokenizer on `texts` (an iterable of strings, e.g. a dataset column)."""
+    tokenizer, trainer = _new_tokenizer(cfg)
+    tokenizer.train_from_iterator(texts, trainer=trainer)
+    logger.info("trained %s tokenizer: %d tokens (asked for %d)", cfg.kind, tokenizer.get_vocab_size(), cfg.vocab_size)
+    return configure(tokenizer, cfg.max_length)
+
+
+def save_tokenizer(tokenizer: Tokenizer, path: str | Path) -> None:
+    tokenizer.save(str(path))
+
+
+def load_tokenizer(path: str | Path, max_length: int | None = None) -> Tokenizer:
+    """Load a tokenizer.json; truncation as saved unless `max_length` is given."""
+    path = Path(path)
+    if not path.is_file():
+        raise FileNotFoundError(f"tokenizer file {path} does not exist")
+    try:
+        tokenizer = Tokenizer.from_file(str(path))
+    except Exception as err:  # tokenizers raises a bare Exception on malformed JSON
+        raise ValueError(f"{path}: not a valid tokenizers JSON file ({err})") from err
+    if max_length is not None:
+        tokenizer.enable_truncation(max_length=max_length)
+    elif tokenizer.truncation is None:
+        raise ValueError(f"{path}: tokenizer has no truncation set; pass max_length")
+    return tokenizer
+
+
+def max_length_of(tokenizer: Tokenizer) -> int:
+    """The truncation length a tokenizer was configured with."""
+    if tokenizer.truncation is None:
+        raise ValueError("tokenizer has no truncation length")
+    return int(tokenizer.truncation["max_length"])
