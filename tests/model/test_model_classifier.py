@@ -1,0 +1,183 @@
+"""TransformerClassifier: padding invariance, all-padding rows, options, config, embeddings."""
+
+from __future__ import annotations
+
+import json
+import math
+
+import pytest
+import torch
+
+from tfm_cls.model import LearnedPositionalEncoding, PositionalEncoding, TokenEmbedding, TransformerClassifier
+from tfm_cls.model.classifier import pool
+
+TINY = dict(vocab_size=50, num_classes=3, d_model=16, nhead=4, num_layers=2, dim_feedforward=32, dropout=0.0, max_len=32)
+POOLINGS = ["mean", "cls", "max"]
+
+
+def _model(**overrides) -> TransformerClassifier:
+    torch.manual_seed(0)
+    return TransformerClassifier(**{**TINY, **overrides}).eval()
+
+
+@pytest.mark.parametrize("norm_first", [True, False])
+@pytest.mark.parametrize("pooling", POOLINGS)
+def test_logits_do_not_depend_on_padding(pooling, norm_first):
+    model = _model(pooling=pooling, norm_first=norm_first)
+    ids = torch.randint(1, 50, (1, 5))
+    alone = model(ids, torch.ones(1, 5, dtype=torch.long))
+
+    # the same sequence in a batch padded further, with arbitrary ids under the padding
+    batch_ids = torch.randint(1, 50, (3, 9))
+    batch_ids[1, :5] = ids[0]
+    mask = torch.zeros(3, 9, dtype=torch.long)
+    mask[0, :9] = 1
+    mask[1, :5] = 1
+    mask[2, :2] = 1
+    padded = model(batch_ids, mask)
+    assert (padded[1] - alone[0]).abs().max() <= 1e-5
+
+    changed = batch_ids.clone()
+    changed[1, 5:] = torch.randint(1, 50, (4,))
+    changed[2, 2:] = 0
+    again = model(changed, mask)
+    assert (again[1] - alone[0]).abs().max() <= 1e-5
+    assert (again[2] - padded[2]).abs().max() <= 1e-5
+    # and the model is not blind: changing a real token changes the logits
+    changed[1, 1] = (changed[1, 1] % 49) + 1
+    assert (model(changed, mask)[1] - alone[0]).abs().max() > 1e-4
+
+
+@pytest.mark.parametrize("pooling", POOLINGS)
+def test_empty_text_gives_finite_logits_and_zero_pooling(pooling):
+    model = _model(pooling=pooling)
+    ids = torch.randint(0, 50, (2, 6))
+    mask = torch.ones(2, 6, dtype=torch.long)
+    mask[1] = 0  # nothing but padding
+    for train in (False, True):
+        model.train(train)
+        logits = model(ids, mask)
+        assert torch.isfinite(logits).all()
+        hidden = model.encode(ids, mask)
+        assert torch.isfinite(hidden).all()
+        pooled = pool(hidden, mask != 0, pooling)
+        assert torch.equal(pooled[1], torch.zeros(16))
+        # the head sees zeros: the logits of an empty text are the head's bias
+        if not train:
+            torch.testing.assert_close(logits[1], model.head.bias)
+    model.zero_grad()
+    model.train()(ids, mask).sum().backward()
+    assert all(torch.isfinite(p.grad).all() for p in model.parameters() if p.grad is not None)
+
+
+def test_pooling_against_reference_loops():
+    torch.manual_seed(1)
+    hidden = torch.randn(3, 5, 4)
+    keep = torch.tensor([[1, 1, 1, 0, 0], [1, 1, 1, 1, 1], [1, 0, 0, 0, 0]], dtype=torch.bool)
+    for b in range(3):
+        n = int(keep[b].sum())
+        torch.testing.assert_close(pool(hidden, keep, "mean")[b], hidden[b, :n].mean(0))
+        torch.testing.assert_close(pool(hidden, keep, "max")[b], hidden[b, :n].max(0).values)
+        torch.testing.assert_close(pool(hidden, keep, "cls")[b], hidden[b, 0])
+
+
+def test_config_is_json_and_rebuilds_the_model():
+    model = _model(pooling="cls", activation="relu", position_embedding="learned", type_vocab_size=2)
+    config = json.loads(json.dumps(model.config))
+    assert config["pooling"] == "cls" and config["type_vocab_size"] == 2
+    clone = TransformerClassifier(**config).eval()
+    clone.load_state_dict(model.state_dict(), strict=True)
+    ids = torch.randint(1, 50, (2, 7))
+    torch.testing.assert_close(clone(ids), model(ids))
+
+
+def test_submodule_names_and_final_norm():
+    pre = _model(norm_first=True)
+    post = _model(norm_first=False)
+    keys = set(pre.state_dict())
+    assert "token_embedding.embedding.weight" in keys
+    assert "encoder.layers.0.self_attn.in_proj_weight" in keys
+    assert "encoder.norm.weight" in keys and "head.weight" in keys
+    assert "encoder.norm.weight" not in set(post.state_dict())
+    assert pre.encoder.layers[0].norm_first and not post.encoder.layers[0].norm_first
+
+
+def test_bert_style_options():
+    model = _model(
+        norm_first=False,
+        activation="gelu",
+        layer_norm_eps=1e-12,
+        scale_embedding=False,
+        position_embedding="learned",
+        type_vocab_size=2,
+        embedding_layer_norm=True,
+        pooler=True,
+    )
+    sd = model.state_dict()
+    assert sd["positional_encoding.embedding.weight"].shape == (32, 16)
+    assert sd["token_type_embedding.weight"].shape == (2, 16)
+    assert "embedding_norm.weight" in sd and "pooler.dense.weight" in sd
+    assert model.encoder.layers[0].norm1.eps == 1e-12
+
+    # hidden states follow BERT's recipe: LayerNorm(tok + pos + type), then post-norm layers
+    ids = torch.randint(1, 50, (2, 6))
+    types = torch.tensor([[0, 0, 0, 1, 1, 1], [0, 0, 1, 1, 1, 1]])
+    emb = (
+        model.token_embedding.embedding.weight[ids]
+        + model.positional_encoding.embedding.weight[:6]
+        + model.token_type_embedding.weight[types]
+    )
+    expected = model.encoder(model.embedding_norm(emb))
+    torch.testing.assert_close(model.encode(ids, token_type_ids=types), expected)
+    # token_type_ids default to zeros
+    torch.testing.assert_close(model.encode(ids), model.encode(ids, token_type_ids=torch.zeros_like(ids)))
+
+
+def test_token_embedding_scaling():
+    torch.manual_seed(2)
+    emb = TokenEmbedding(10, 16, padding_idx=0)
+    ids = torch.tensor([[3, 0]])
+    torch.testing.assert_close(emb(ids)[0, 0], emb.embedding.weight[3] * 4.0)
+    assert torch.equal(emb(ids)[0, 1], torch.zeros(16))
+    unscaled = TokenEmbedding(10, 16, scale=False)
+    torch.testing.assert_close(unscaled(ids)[0, 0], unscaled.embedding.weight[3])
+
+
+def test_sinusoidal_encoding_matches_formula():
+    pe = PositionalEncoding(6, dropout=0.0, max_len=10)
+    out = pe(torch.zeros(1, 4, 6))[0]
+    for pos in range(4):
+        for i in range(3):
+            angle = pos / 10000 ** (2 * i / 6)
+            assert out[pos, 2 * i].item() == pytest.approx(math.sin(angle), abs=1e-6)
+            assert out[pos, 2 * i + 1].item() == pytest.approx(math.cos(angle), abs=1e-6)
+    odd = PositionalEncoding(5, dropout=0.0, max_len=4)(torch.zeros(1, 4, 5))
+    assert odd.shape == (1, 4, 5)
+    assert "pe" not in pe.state_dict()
+
+
+@pytest.mark.parametrize("cls", [PositionalEncoding, LearnedPositionalEncoding])
+def test_too_long_sequence_names_both_lengths(cls):
+    module = cls(8, 0.0, max_len=5)
+    module(torch.zeros(1, 5, 8))  # exactly max_len is fine
+    with pytest.raises(ValueError, match=r"sequence length 6 exceeds max_len=5"):
+        module(torch.zeros(1, 6, 8))
+
+
+def test_bad_constructor_arguments_are_named():
+    with pytest.raises(ValueError, match=r"pooling must be one of \['mean', 'cls', 'max'\], got 'avg'"):
+        TransformerClassifier(**{**TINY, "pooling": "avg"})
+    with pytest.raises(ValueError, match=r"d_model must be divisible by nhead, got d_model=16, nhead=3"):
+        TransformerClassifier(**{**TINY, "nhead": 3})
+    with pytest.raises(ValueError, match="position_embedding"):
+        TransformerClassifier(**{**TINY, "position_embedding": "rotary"})
+
+
+def test_bad_inputs_are_named():
+    model = _model()
+    with pytest.raises(ValueError, match=r"input_ids must be 2-D \[batch, seq\], got shape \[7\]"):
+        model(torch.ones(7, dtype=torch.long))
+    with pytest.raises(ValueError, match="input_ids must be an integer tensor"):
+        model(torch.ones(2, 7))
+    with pytest.raises(ValueError, match=r"attention_mask must have the shape of input_ids \[2, 7\], got \[2, 6\]"):
+        model(torch.ones(2, 7, dtype=torch.long), torch.ones(2, 6, dtype=torch.long))

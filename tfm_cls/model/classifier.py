@@ -1,0 +1,200 @@
+"""Sequence classifier: embeddings -> Transformer encoder -> pooling -> linear head.
+
+Sub-module names are an interface other code relies on (weight converters, MLM pretraining,
+ONNX export): `token_embedding`, `token_type_embedding`, `positional_encoding`, `embedding_norm`,
+`encoder`, `pooler`, `head`. See docs/model.md.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import torch
+from torch import Tensor, nn
+
+from tfm_cls.model.embeddings import LearnedPositionalEncoding, PositionalEncoding, TokenEmbedding
+from tfm_cls.model.encoder import ACTIVATIONS, TransformerEncoder, TransformerEncoderLayer
+
+POOLINGS = ("mean", "cls", "max")
+POSITION_EMBEDDINGS = ("sinusoidal", "learned")
+
+
+class Pooler(nn.Module):
+    """BERT's pooler: dense + tanh over the pooled vector."""
+
+    def __init__(self, d_model: int) -> None:
+        super().__init__()
+        self.dense = nn.Linear(d_model, d_model)
+
+    def forward(self, x: Tensor) -> Tensor:
+        return torch.tanh(self.dense(x))
+
+
+def pool(hidden: Tensor, keep: Tensor, pooling: str) -> Tensor:
+    """hidden [B, T, D], keep [B, T] bool (True = token) -> [B, D]. Padding is ignored; a row
+    with no token pools to zeros."""
+    keep3 = keep.unsqueeze(-1)  # [B, T, 1]
+    if pooling == "cls":
+        return torch.where(keep3[:, 0], hidden[:, 0], 0.0)  # [B, D]
+    if pooling == "mean":
+        summed = torch.where(keep3, hidden, 0.0).sum(dim=1)  # [B, D]
+        count = keep3.sum(dim=1).clamp_min(1).to(hidden.dtype)  # [B, 1]
+        return summed / count
+    # max
+    lowest = torch.finfo(hidden.dtype).min
+    pooled = torch.where(keep3, hidden, lowest).amax(dim=1)  # [B, D]
+    return torch.where(keep.any(dim=1, keepdim=True), pooled, 0.0)
+
+
+class TransformerClassifier(nn.Module):
+    """Text classifier over token ids.
+
+    Defaults are those of our from-scratch models (pre-norm, GELU, sinusoidal positions, scaled
+    embeddings). The extra options (`activation`, `layer_norm_eps`, `scale_embedding`,
+    `position_embedding='learned'`, `type_vocab_size`, `embedding_layer_norm`, `pooler`,
+    `norm_first=False`) let BERT-family checkpoints map onto this same module.
+
+    `config` holds the constructor arguments as a plain JSON-serialisable dict;
+    `TransformerClassifier(**model.config)` rebuilds the architecture.
+    """
+
+    def __init__(
+        self,
+        vocab_size: int,
+        num_classes: int,
+        d_model: int = 256,
+        nhead: int = 4,
+        num_layers: int = 4,
+        dim_feedforward: int = 1024,
+        dropout: float = 0.1,
+        max_len: int = 512,
+        pooling: str = "mean",
+        norm_first: bool = True,
+        pad_token_id: int | None = 0,
+        activation: str = "gelu",
+        layer_norm_eps: float = 1e-5,
+        scale_embedding: bool = True,
+        position_embedding: str = "sinusoidal",
+        type_vocab_size: int = 0,
+        embedding_layer_norm: bool = False,
+        pooler: bool = False,
+    ) -> None:
+        super().__init__()
+        self.config: dict[str, Any] = dict(
+            vocab_size=vocab_size,
+            num_classes=num_classes,
+            d_model=d_model,
+            nhead=nhead,
+            num_layers=num_layers,
+            dim_feedforward=dim_feedforward,
+            dropout=dropout,
+            max_len=max_len,
+            pooling=pooling,
+            norm_first=norm_first,
+            pad_token_id=pad_token_id,
+            activation=activation,
+            layer_norm_eps=layer_norm_eps,
+            scale_embedding=scale_embedding,
+            position_embedding=position_embedding,
+            type_vocab_size=type_vocab_size,
+            embedding_layer_norm=embedding_layer_norm,
+            pooler=pooler,
+        )
+        _validate(self.config)
+        self.pooling = pooling
+
+        self.token_embedding = TokenEmbedding(vocab_size, d_model, padding_idx=pad_token_id, scale=scale_embedding)
+        self.token_type_embedding = nn.Embedding(type_vocab_size, d_model) if type_vocab_size > 0 else None
+        if self.token_type_embedding is not None:
+            nn.init.normal_(self.token_type_embedding.weight, std=0.02)
+        # BERT order: sum(token, position, type) -> LayerNorm -> dropout. Then the dropout moves
+        # after the norm, out of the positional encoding.
+        position_dropout = 0.0 if embedding_layer_norm else dropout
+        if position_embedding == "learned":
+            self.positional_encoding = LearnedPositionalEncoding(d_model, position_dropout, max_len)
+        else:
+            self.positional_encoding = PositionalEncoding(d_model, position_dropout, max_len)
+        self.embedding_norm = nn.LayerNorm(d_model, eps=layer_norm_eps) if embedding_layer_norm else None
+        self.embedding_dropout = nn.Dropout(dropout) if embedding_layer_norm else None
+
+        layer = TransformerEncoderLayer(
+            d_model,
+            nhead,
+            dim_feedforward,
+            dropout,
+            activation=activation,
+            layer_norm_eps=layer_norm_eps,
+            batch_first=True,
+            norm_first=norm_first,
+        )
+        # Pre-norm stacks end un-normalised, so they get a final LayerNorm; post-norm ones do not.
+        final_norm = nn.LayerNorm(d_model, eps=layer_norm_eps) if norm_first else None
+        self.encoder = TransformerEncoder(layer, num_layers, final_norm)
+
+        self.pooler = Pooler(d_model) if pooler else None
+        self.dropout = nn.Dropout(dropout)
+        self.head = nn.Linear(d_model, num_classes)
+
+    def encode(
+        self, input_ids: Tensor, attention_mask: Tensor | None = None, token_type_ids: Tensor | None = None
+    ) -> Tensor:
+        """input_ids [B, T] int64; attention_mask [B, T] (1 = token, 0 = padding; None = no
+        padding); token_type_ids [B, T] (None = zeros) -> hidden states [B, T, d_model]."""
+        self._check_inputs(input_ids, attention_mask, token_type_ids)
+        x = self.token_embedding(input_ids)  # [B, T, D]
+        if self.token_type_embedding is not None:
+            if token_type_ids is None:
+                token_type_ids = torch.zeros_like(input_ids)
+            x = x + self.token_type_embedding(token_type_ids)
+        x = self.positional_encoding(x)
+        if self.embedding_norm is not None:
+            x = self.embedding_dropout(self.embedding_norm(x))
+        padding_mask = None if attention_mask is None else attention_mask == 0  # [B, T], True = pad
+        return self.encoder(x, src_key_padding_mask=padding_mask)  # [B, T, D]
+
+    def forward(
+        self, input_ids: Tensor, attention_mask: Tensor | None = None, token_type_ids: Tensor | None = None
+    ) -> Tensor:
+        """input_ids [B, T] int64, attention_mask [B, T] (1 = token, 0 = padding) -> logits
+        [B, num_classes]."""
+        hidden = self.encode(input_ids, attention_mask, token_type_ids)  # [B, T, D]
+        keep = torch.ones_like(input_ids, dtype=torch.bool) if attention_mask is None else attention_mask != 0
+        pooled = pool(hidden, keep, self.pooling)  # [B, D]
+        if self.pooler is not None:
+            pooled = self.pooler(pooled)
+        return self.head(self.dropout(pooled))  # [B, C]
+
+    def _check_inputs(self, input_ids: Tensor, attention_mask: Tensor | None, token_type_ids: Tensor | None) -> None:
+        if input_ids.dim() != 2:
+            raise ValueError(f"input_ids must be 2-D [batch, seq], got shape {list(input_ids.shape)}")
+        if input_ids.is_floating_point() or input_ids.dtype == torch.bool:
+            raise ValueError(f"input_ids must be an integer tensor (int64), got dtype {input_ids.dtype}")
+        for name, t in (("attention_mask", attention_mask), ("token_type_ids", token_type_ids)):
+            if t is not None and t.shape != input_ids.shape:
+                raise ValueError(
+                    f"{name} must have the shape of input_ids {list(input_ids.shape)}, got {list(t.shape)}"
+                )
+
+
+def _validate(config: dict[str, Any]) -> None:
+    for key in ("vocab_size", "num_classes", "d_model", "nhead", "num_layers", "dim_feedforward", "max_len"):
+        if int(config[key]) <= 0:
+            raise ValueError(f"TransformerClassifier: {key} must be positive, got {config[key]!r}")
+    if config["d_model"] % config["nhead"] != 0:
+        raise ValueError(
+            f"TransformerClassifier: d_model must be divisible by nhead, got d_model={config['d_model']}, "
+            f"nhead={config['nhead']}"
+        )
+    choices = {"pooling": POOLINGS, "activation": tuple(ACTIVATIONS), "position_embedding": POSITION_EMBEDDINGS}
+    for key, allowed in choices.items():
+        if config[key] not in allowed:
+            raise ValueError(f"TransformerClassifier: {key} must be one of {list(allowed)}, got {config[key]!r}")
+    if not 0.0 <= config["dropout"] < 1.0:
+        raise ValueError(f"TransformerClassifier: dropout must be in [0, 1), got {config['dropout']!r}")
+    if config["type_vocab_size"] < 0:
+        raise ValueError(f"TransformerClassifier: type_vocab_size must be >= 0, got {config['type_vocab_size']!r}")
+    pad = config["pad_token_id"]
+    if pad is not None and not 0 <= pad < config["vocab_size"]:
+        raise ValueError(
+            f"TransformerClassifier: pad_token_id must be in [0, vocab_size={config['vocab_size']}), got {pad!r}"
+        )
