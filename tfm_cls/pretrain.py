@@ -1,0 +1,757 @@
+"""In-domain masked-language-model pretraining of the classifier's encoder (`tfm-cls pretrain`).
+
+    pretrain(cfg) -> corpus (train-split texts + checked extra text) -> tokenizer -> pack -> mask
+                     -> MaskedLanguageModel (the classifier's encoder + a tied MLM head)
+                     -> AdamW + warmup/decay (train.py's) -> encoder.safetensors
+
+A fine-tuning run then starts from it with `model.init_from=<run_dir>`, which lands in
+`classifier_from_pretraining_run`: same tokenizer, encoder weights copied key for key, new head.
+
+Run directory:
+    pretrain_config.yaml    resolved PretrainConfig
+    model_config.json       encoder architecture (TransformerClassifier arguments without num_classes)
+    tokenizer.json          the tokenizer, reused by fine-tuning
+    encoder.safetensors     encoder weights, keys exactly those of TransformerClassifier (no head)
+    mlm_head.safetensors    the MLM head (its output matrix is the token embedding, so not stored)
+    metrics.json            validation MLM loss / perplexity / accuracy, corpus report, timing
+    history.json            curves; pretraining_curves.png (loss, perplexity, learning rate)
+    last.ckpt               resumable checkpoint; train.log
+"""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+import dataclasses
+import logging
+import math
+import os
+import time
+import typing
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import torch
+import torch.nn.functional as F
+import yaml
+from matplotlib.figure import Figure
+from safetensors.torch import load_file, save_file
+from tokenizers import Tokenizer
+from torch import Tensor, nn
+from tqdm.auto import tqdm
+from tqdm.contrib.logging import logging_redirect_tqdm
+
+from tfm_cls import artifacts as A
+from tfm_cls.checkpoint import (
+    CheckpointError,
+    atomic_path,
+    load_checkpoint,
+    rng_state,
+    save_checkpoint,
+    set_rng_state,
+)
+from tfm_cls.config import (
+    ConfigError,
+    DataConfig,
+    ModelConfig,
+    TokenizerConfig,
+    TrainConfig,
+    load_config,
+    save_config,
+    to_dict,
+)
+from tfm_cls.mlm import (
+    IGNORE_INDEX,
+    MASKING_MODES,
+    MLMCollator,
+    pack_documents,
+    single_documents,
+    tokenize_documents,
+)
+from tfm_cls.model import TransformerClassifier
+from tfm_cls.pretrain_data import CorpusError, assemble_corpus, read_hub_texts, read_text_file
+from tfm_cls.tokenizer import CLS, MASK, PAD_ID, SEP, SPECIAL_TOKENS, load_tokenizer, train_tokenizer
+
+logger = logging.getLogger(__name__)
+
+CONFIG_FILE = "pretrain_config.yaml"
+MODEL_CONFIG_FILE = "model_config.json"
+TOKENIZER_FILE = "tokenizer.json"
+ENCODER_FILE = "encoder.safetensors"
+HEAD_FILE = "mlm_head.safetensors"
+METRICS_FILE = "metrics.json"
+HISTORY_FILE = "history.json"
+CURVES_FILE = "pretraining_curves.png"
+LAST_CHECKPOINT = "last.ckpt"
+LOG_FILE = "train.log"
+RUN_FILES = (
+    CONFIG_FILE, MODEL_CONFIG_FILE, TOKENIZER_FILE, ENCODER_FILE, HEAD_FILE, METRICS_FILE, HISTORY_FILE,
+    CURVES_FILE, LAST_CHECKPOINT, LOG_FILE,
+)
+# Keys that may change between an interrupted run and its resumption (they do not change what is trained).
+IGNORED_FOR_IDENTITY = {"run_dir", "train.max_minutes", "train.progress", "train.log_every", "train.num_threads"}
+# Classifier keys that pretraining does not produce: a fine-tuned model gets them new.
+HEAD_PREFIXES = ("head.", "pooler.")
+
+
+# ---- configuration ---------------------------------------------------------------------------------------
+
+
+def _check(ok: bool, message: str) -> None:
+    if not ok:
+        raise ValueError(message)
+
+
+@dataclasses.dataclass(kw_only=True)
+class ExtraTextConfig:
+    """Unlabelled text added to the training split's texts. Checked against evaluation texts."""
+
+    paths: list[str] = dataclasses.field(default_factory=list)
+    """Local files: `.txt` (one text per line) or `.jsonl` (one object per line, field `text_field`)."""
+    text_field: str = "text"
+    hf_dataset: str | None = None
+    """A Hugging Face dataset id (or local dataset script/folder) whose texts are added."""
+    hf_config: str | None = None
+    hf_split: str = "train"
+    hf_text_column: str = "text"
+    max_texts: int | None = None
+    """Keep a seeded random subset of this many extra texts."""
+    on_overlap: typing.Literal["drop", "error"] = "drop"
+    """Extra texts whose normalised form equals a test or validation text: dropped, or an error."""
+
+    def __post_init__(self) -> None:
+        _check(self.max_texts is None or self.max_texts > 0, f"extra_text.max_texts: expected > 0, got {self.max_texts}")
+
+
+@dataclasses.dataclass(kw_only=True)
+class MLMConfig:
+    """What is masked and how sequences are built."""
+
+    mask_prob: float = 0.15
+    """Share of (non-special) tokens that become prediction targets."""
+    mask_token_frac: float = 0.8
+    """Share of targets replaced by [MASK]."""
+    random_token_frac: float = 0.1
+    """Share of targets replaced by a random token; the rest stay unchanged."""
+    masking: typing.Literal["token", "whole_word", "span"] = "token"
+    """token: independent tokens; whole_word: all pieces of a chosen word; span: runs of words (SpanBERT)."""
+    span_geometric_p: float = 0.2
+    """span masking: span lengths in words ~ geometric(p) (mean 1/p), clipped at max_span."""
+    max_span: int = 10
+    pack: bool = True
+    """Concatenate texts ([CLS] a [SEP] b [SEP] ...) into sequences of exactly seq_len tokens."""
+    seq_len: int = 128
+    """Tokens per packed sequence (or the truncation length without packing); <= model.max_len."""
+    max_eval_sequences: int = 512
+    """Validation MLM loss on at most this many sequences of the validation split's texts."""
+
+    def __post_init__(self) -> None:
+        _check(0.0 < self.mask_prob < 1.0, f"mlm.mask_prob: expected (0, 1), got {self.mask_prob}")
+        _check(
+            self.mask_token_frac >= 0 and self.random_token_frac >= 0 and self.mask_token_frac + self.random_token_frac <= 1,
+            f"mlm.mask_token_frac + mlm.random_token_frac must be within [0, 1], got {self.mask_token_frac} + "
+            f"{self.random_token_frac}",
+        )
+        _check(self.masking in MASKING_MODES, f"mlm.masking: expected one of {list(MASKING_MODES)}, got {self.masking!r}")
+        _check(0.0 < self.span_geometric_p <= 1.0, f"mlm.span_geometric_p: expected (0, 1], got {self.span_geometric_p}")
+        _check(self.max_span >= 1, f"mlm.max_span: expected >= 1, got {self.max_span}")
+        _check(self.seq_len >= 3, f"mlm.seq_len: expected >= 3, got {self.seq_len}")
+        _check(self.max_eval_sequences >= 1, f"mlm.max_eval_sequences: expected >= 1, got {self.max_eval_sequences}")
+
+
+@dataclasses.dataclass(kw_only=True)
+class PretrainConfig:
+    """Everything `tfm-cls pretrain` needs; saved resolved as pretrain_config.yaml in the run directory.
+
+    `data` is the labelled dataset the encoder will be fine-tuned on: its training split's texts
+    are the default corpus, its test and validation texts are what extra text must not contain,
+    and the validation texts measure the MLM loss. `train` is the classifier's TrainConfig; the
+    fields that only concern a classification head must stay at their defaults.
+    """
+
+    name: str = "pretrain"
+    """Run name; the run directory defaults to runs/<name>."""
+    run_dir: str | None = None
+    seed: int = 42
+    data: DataConfig = dataclasses.field(default_factory=DataConfig)
+    use_train_split: bool = True
+    """Pretrain on the training split's texts (the extra text is added to them)."""
+    extra_text: ExtraTextConfig = dataclasses.field(default_factory=ExtraTextConfig)
+    tokenizer: TokenizerConfig = dataclasses.field(default_factory=TokenizerConfig)
+    model: ModelConfig = dataclasses.field(default_factory=ModelConfig)
+    mlm: MLMConfig = dataclasses.field(default_factory=MLMConfig)
+    train: TrainConfig = dataclasses.field(default_factory=TrainConfig)
+    """The classifier's training settings; configs/pretrain/*.yaml set MLM-friendly values
+    (a small model on a small corpus learns fastest with a high peak lr, e.g. 1e-3 .. 2e-3)."""
+
+    def __post_init__(self) -> None:
+        _check(bool(self.name), "name: expected a non-empty run name")
+        _check(
+            self.use_train_split or bool(self.extra_text.paths) or bool(self.extra_text.hf_dataset),
+            "use_train_split=false needs extra text: set extra_text.paths or extra_text.hf_dataset",
+        )
+        _check(
+            self.mlm.seq_len <= self.model.max_len,
+            f"mlm.seq_len={self.mlm.seq_len} exceeds model.max_len={self.model.max_len} (the positional encoding's size)",
+        )
+        _check(
+            self.model.init_from is None,
+            f"model.init_from={self.model.init_from!r}: pretraining starts from scratch (resume with --resume)",
+        )
+        defaults = TrainConfig()
+        for key in ("head_lr", "layerwise_lr_decay", "head_only_steps", "label_smoothing"):
+            _check(
+                getattr(self.train, key) == getattr(defaults, key),
+                f"train.{key} concerns a classification head and has no meaning in pretraining; "
+                f"remove it (got {getattr(self.train, key)!r})",
+            )
+
+    def resolved_run_dir(self) -> Path:
+        return Path(self.run_dir) if self.run_dir else Path("runs") / self.name
+
+
+# ---- the model ---------------------------------------------------------------------------------------------
+
+
+class MLMHead(nn.Module):
+    """BERT's prediction head: dense + GELU + LayerNorm, then the output projection, whose matrix
+    is the token embedding table (tied) and which has its own bias."""
+
+    def __init__(self, d_model: int, vocab_size: int, layer_norm_eps: float = 1e-5) -> None:
+        super().__init__()
+        self.dense = nn.Linear(d_model, d_model)
+        self.norm = nn.LayerNorm(d_model, eps=layer_norm_eps)
+        self.bias = nn.Parameter(torch.zeros(vocab_size))
+
+    def forward(self, hidden: Tensor, embedding_weight: Tensor) -> Tensor:
+        """hidden [..., D], embedding_weight [V, D] -> logits [..., V]."""
+        x = self.norm(F.gelu(self.dense(hidden)))  # [..., D]
+        return F.linear(x, embedding_weight, self.bias)  # [..., V]
+
+
+class MaskedLanguageModel(TransformerClassifier):
+    """The classifier's encoder (same sub-modules, same state-dict keys) with an MLM head.
+
+    It *is* a TransformerClassifier whose `head` and `pooler` are removed, so `encode` is the very
+    code fine-tuning runs and `encoder_state_dict()` loads into a classifier key for key.
+    """
+
+    def __init__(self, **encoder_config: Any) -> None:
+        encoder_config.pop("num_classes", None)
+        super().__init__(num_classes=1, **encoder_config)
+        self.head = None  # no classification head (and no pooler): every parameter gets a gradient
+        self.pooler = None
+        self.config.pop("num_classes")
+        self.mlm_head = MLMHead(self.config["d_model"], self.config["vocab_size"], self.config["layer_norm_eps"])
+
+    def forward(self, input_ids: Tensor, attention_mask: Tensor | None = None, target_mask: Tensor | None = None) -> Tensor:
+        """input_ids, attention_mask [B, T] -> logits [B, T, V]; with target_mask [B, T] (bool) only
+        the N selected positions: [N, V] (the projection onto the vocabulary is the costly part)."""
+        hidden = self.encode(input_ids, attention_mask)  # [B, T, D]
+        if target_mask is not None:
+            hidden = hidden[target_mask]  # [N, D]
+        return self.mlm_head(hidden, self.token_embedding.embedding.weight)
+
+    def encoder_state_dict(self) -> dict[str, Tensor]:
+        """Everything but the MLM head: exactly the keys of a TransformerClassifier minus head/pooler."""
+        return {k: v for k, v in self.state_dict().items() if not k.startswith("mlm_head.")}
+
+
+def mlm_loss(model: nn.Module, batch: dict[str, Tensor]) -> tuple[Tensor, int, int]:
+    """Mean cross-entropy over the target tokens; also (number of targets, number correct)."""
+    labels = batch["labels"]  # [B, T]
+    targets = labels != IGNORE_INDEX  # [B, T]
+    logits = model(batch["input_ids"], batch["attention_mask"], targets)  # [N, V]
+    gold = labels[targets]  # [N]
+    if gold.numel() == 0:  # possible for a tiny batch: a zero loss that still touches every parameter
+        return logits.sum() * 0.0, 0, 0
+    loss = F.cross_entropy(logits.float(), gold)
+    correct = int((logits.argmax(-1) == gold).sum())
+    return loss, int(gold.numel()), correct
+
+
+# ---- corpus ------------------------------------------------------------------------------------------------
+
+
+@dataclasses.dataclass
+class Corpus:
+    texts: list[str]
+    """Pretraining texts (train split + admitted extra text)."""
+    eval_texts: list[str]
+    """Validation texts: MLM loss is measured on them (never trained on)."""
+    report: dict[str, Any]
+
+
+def load_extra_texts(cfg: ExtraTextConfig, seed: int) -> list[str]:
+    texts: list[str] = []
+    for path in cfg.paths:
+        loaded = read_text_file(path, cfg.text_field)
+        logger.info("extra text %s: %d texts", path, len(loaded))
+        texts.extend(loaded)
+    if cfg.hf_dataset:
+        loaded = read_hub_texts(cfg.hf_dataset, cfg.hf_config, cfg.hf_split, cfg.hf_text_column)
+        logger.info("extra text %s[%s]: %d texts", cfg.hf_dataset, cfg.hf_split, len(loaded))
+        texts.extend(loaded)
+    if cfg.max_texts is not None and len(texts) > cfg.max_texts:
+        keep = np.random.default_rng(seed).choice(len(texts), cfg.max_texts, replace=False)
+        texts = [texts[i] for i in sorted(keep)]
+    return texts
+
+
+def build_corpus(cfg: PretrainConfig) -> Corpus:
+    """The training split's texts plus extra text that shares no text with test or validation."""
+    from tfm_cls.data import load_data
+
+    data = load_data(cfg.data)
+    train_texts = list(data.splits["train"]["text"]) if cfg.use_train_split else []
+    eval_texts = list(data.splits["validation"]["text"])
+    held_out = list(data.splits["test"]["text"]) + eval_texts
+    extra = load_extra_texts(cfg.extra_text, cfg.seed)
+    texts, report = assemble_corpus(train_texts, extra, held_out, cfg.extra_text.on_overlap)
+    report["source"] = data.source
+    report["validation_texts"] = len(eval_texts)
+    if not texts:
+        raise ConfigError("the pretraining corpus is empty (no training texts and no extra text)")
+    logger.info("corpus: %s", report)
+    return Corpus(texts=texts, eval_texts=eval_texts, report=report)
+
+
+# ---- run directory -----------------------------------------------------------------------------------------
+
+
+def _flatten(d: dict[str, Any], prefix: str = "") -> dict[str, Any]:
+    out = {}
+    for key, value in d.items():
+        if isinstance(value, dict) and key != "rename_columns":
+            out.update(_flatten(value, f"{prefix}{key}."))
+        else:
+            out[f"{prefix}{key}"] = value
+    return out
+
+
+def prepare_run_dir(cfg: PretrainConfig, *, resume: bool, overwrite: bool) -> Path:
+    """As train.prepare_run_dir: refuse a folder holding another run unless `overwrite`; `resume`
+    needs the same config and a checkpoint; a rerun of the same config starts over."""
+    run_dir = cfg.resolved_run_dir()
+    saved_config = run_dir / CONFIG_FILE
+    if resume and not (saved_config.is_file() and (run_dir / LAST_CHECKPOINT).is_file()):
+        raise A.RunDirError(f"--resume: {run_dir} holds no pretraining checkpoint ({LAST_CHECKPOINT} missing)")
+    if saved_config.is_file():
+        saved = _flatten(yaml.safe_load(saved_config.read_text(encoding="utf-8")) or {})
+        current = _flatten(to_dict(cfg))
+        differs = sorted(k for k in set(saved) | set(current) if k not in IGNORED_FOR_IDENTITY and saved.get(k) != current.get(k))
+        if differs and (resume or not overwrite):
+            shown = ", ".join(f"{k}: {saved.get(k)!r} -> {current.get(k)!r}" for k in differs[:5])
+            raise A.RunDirError(
+                f"{run_dir} holds a different pretraining run ({shown}); "
+                + ("resume it with its own config" if resume else "pass --overwrite or choose another run_dir=PATH")
+            )
+        if not resume:
+            for name in RUN_FILES:
+                (run_dir / name).unlink(missing_ok=True)
+    elif run_dir.is_dir() and any(run_dir.iterdir()) and not overwrite:
+        raise A.RunDirError(
+            f"{run_dir} exists and is not empty but holds no pretraining run ({CONFIG_FILE} missing); "
+            "pass --overwrite or choose another run_dir=PATH"
+        )
+    run_dir.mkdir(parents=True, exist_ok=True)
+    return run_dir
+
+
+def save_pretrained(model: MaskedLanguageModel, run_dir: Path) -> None:
+    """encoder.safetensors (classifier keys) and mlm_head.safetensors, each written atomically."""
+    for name, state in ((ENCODER_FILE, model.encoder_state_dict()), (HEAD_FILE, model.mlm_head.state_dict())):
+        tensors = {k: v.detach().to("cpu").contiguous() for k, v in state.items()}
+        with atomic_path(run_dir / name) as tmp:
+            save_file(tensors, str(tmp), metadata={"format": "pt"})
+
+
+def plot_pretraining_curves(history: dict[str, list[dict[str, Any]]], path: Path) -> None:
+    """Loss, perplexity (exp of the loss) and learning rate against the optimizer step."""
+    train, evals = history.get("train", []), history.get("eval", [])
+    fig = Figure(figsize=(14, 4))
+    ax_loss, ax_ppl, ax_lr = fig.subplots(1, 3)
+    for rows, style, label in ((train, "-", "train"), (evals, "o-", "validation")):
+        if rows:
+            steps = [r["step"] for r in rows]
+            ax_loss.plot(steps, [r["loss"] for r in rows], style, label=label, alpha=0.85)
+            ax_ppl.plot(steps, [math.exp(min(r["loss"], 50.0)) for r in rows], style, label=label, alpha=0.85)
+    if train:
+        ax_lr.plot([r["step"] for r in train], [r["lr"] for r in train])
+    ax_loss.set(title="MLM loss (masked tokens)", xlabel="step")
+    ax_ppl.set(title="MLM perplexity", xlabel="step", yscale="log")
+    ax_lr.set(title="learning rate", xlabel="step")
+    for ax in (ax_loss, ax_ppl):
+        if ax.lines:
+            ax.legend()
+    with atomic_path(path) as tmp:
+        fig.savefig(tmp, format="png", dpi=110, bbox_inches="tight")
+
+
+# ---- distributed -------------------------------------------------------------------------------------------
+
+
+def init_distributed() -> tuple[int, int]:
+    """(rank, world_size): from torchrun's environment (gloo on CPU, nccl on GPU), else (0, 1)."""
+    world_size = int(os.environ.get("WORLD_SIZE", "1"))
+    if world_size <= 1:
+        return 0, 1
+    import torch.distributed as dist
+
+    if not dist.is_initialized():
+        dist.init_process_group("nccl" if torch.cuda.is_available() else "gloo")
+    if torch.cuda.is_available():
+        torch.cuda.set_device(int(os.environ.get("LOCAL_RANK", "0")))
+    return dist.get_rank(), dist.get_world_size()
+
+
+def _all_reduce_sum(values: list[float], world_size: int) -> list[float]:
+    if world_size == 1:
+        return values
+    import torch.distributed as dist
+
+    t = torch.tensor(values, dtype=torch.float64)
+    dist.all_reduce(t)
+    return t.tolist()
+
+
+# ---- the loop ----------------------------------------------------------------------------------------------
+
+
+@dataclasses.dataclass
+class PretrainState:
+    """Everything besides model and optimizer that a resumed run needs."""
+
+    step: int = 0
+    epoch: int = 0
+    position: int = 0  # batches of `epoch` already consumed
+    seconds: float = 0.0
+    tokens: int = 0
+    loss_sum: float = 0.0
+    loss_count: int = 0
+    last_eval_step: int = -1
+    stopped: str = ""
+    history: dict[str, list[dict[str, Any]]] = dataclasses.field(default_factory=lambda: {"train": [], "eval": []})
+
+
+def _mask_seed(seed: int, purpose: int, step: int, micro: int, rank: int) -> int:
+    """A distinct, reproducible mask seed per (purpose: 0 train / 1 eval, step, micro-batch, rank):
+    a resumed run draws the very masks of an uninterrupted one."""
+    return int(np.random.SeedSequence([seed, purpose, step, micro, rank]).generate_state(1)[0])
+
+
+def pretrain(cfg: PretrainConfig, *, resume: bool = False, overwrite: bool = False) -> dict[str, Any]:
+    """Pretrain, write the run directory; returns the contents of metrics.json."""
+    from tfm_cls.train import log_to_file
+
+    rank, world_size = init_distributed()
+    run_dir = cfg.resolved_run_dir()
+    if rank == 0:
+        run_dir = prepare_run_dir(cfg, resume=resume, overwrite=overwrite)
+    if world_size > 1:
+        import torch.distributed as dist
+
+        dist.barrier()
+    log_file = log_to_file(run_dir / LOG_FILE) if rank == 0 else contextlib.nullcontext()
+    with log_file, logging_redirect_tqdm():
+        return _pretrain(cfg, run_dir, resume, rank, world_size)
+
+
+def _pretrain(cfg: PretrainConfig, run_dir: Path, resume: bool, rank: int, world_size: int) -> dict[str, Any]:
+    from tfm_cls.data import LengthBucketSampler
+    from tfm_cls.train import get_lr, param_groups, resolve_device, seed_everything, warmup_of
+
+    tc, mc = cfg.train, cfg.mlm
+    if tc.num_threads:
+        torch.set_num_threads(tc.num_threads)
+    seed_everything(cfg.seed)
+    device = resolve_device(tc.device)
+    if world_size > 1 and device.type == "cuda":
+        device = torch.device("cuda", int(os.environ.get("LOCAL_RANK", "0")))
+
+    corpus = build_corpus(cfg)
+    if resume:
+        tokenizer = load_tokenizer(run_dir / TOKENIZER_FILE)
+    else:
+        tokenizer = train_tokenizer(corpus.texts, cfg.tokenizer)
+    special = {tok: tokenizer.token_to_id(tok) for tok in SPECIAL_TOKENS}
+    if special[MASK] is None:
+        raise ConfigError(f"the tokenizer has no {MASK} token; MLM pretraining needs one")
+    vocab_size = tokenizer.get_vocab_size()
+    model = MaskedLanguageModel(vocab_size=vocab_size, pad_token_id=PAD_ID, **cfg.model.model_kwargs())
+    if rank == 0:
+        save_config(cfg, run_dir / CONFIG_FILE)
+        A.write_json(run_dir / MODEL_CONFIG_FILE, model.config)
+        tokenizer.save(str(run_dir / TOKENIZER_FILE))
+
+    docs = tokenize_documents(tokenizer, corpus.texts)
+    eval_docs = tokenize_documents(tokenizer, corpus.eval_texts)
+    build = pack_documents if mc.pack else single_documents
+    cls_id, sep_id = special[CLS], special[SEP]
+
+    def epoch_sequences(epoch: int) -> list[tuple[np.ndarray, np.ndarray]]:
+        # Packed: a new document order (so new neighbours and cut points) every epoch.
+        if not mc.pack:
+            return sequences_fixed
+        order = np.random.default_rng([cfg.seed, 7919, epoch]).permutation(len(docs))
+        return pack_documents([docs[i] for i in order], mc.seq_len, cls_id, sep_id)
+
+    sequences_fixed = single_documents(docs, mc.seq_len, cls_id, sep_id) if not mc.pack else []
+    first = epoch_sequences(0)
+    eval_sequences = build(eval_docs, mc.seq_len, cls_id, sep_id)[: mc.max_eval_sequences] if eval_docs else []
+    # Every epoch has the same sequence lengths (packing: the same token total), so one sampler serves all.
+    sampler = LengthBucketSampler(
+        np.asarray([len(ids) for ids, _ in first]), tc.batch_size, shuffle=True, seed=cfg.seed,
+        bucket_batches=tc.bucket_batches, rank=rank, world_size=world_size,
+    )
+    collator = MLMCollator(
+        pad_token_id=PAD_ID, mask_token_id=special[MASK],
+        random_token_ids=[i for i in range(vocab_size) if i not in set(special.values())],
+        mask_prob=mc.mask_prob, mask_token_frac=mc.mask_token_frac, random_token_frac=mc.random_token_frac,
+        mode=mc.masking, span_geometric_p=mc.span_geometric_p, max_span=mc.max_span,
+    )
+    batches_per_epoch = len(sampler)
+    steps_per_epoch = math.ceil(batches_per_epoch / tc.grad_accum_steps)
+    planned_steps = tc.max_steps or tc.epochs * steps_per_epoch
+    num_params = sum(p.numel() for p in model.parameters())
+    corpus_tokens = int(sum(len(d.ids) for d in docs))
+    logger.info(
+        "MLM: %.2fM parameters, vocabulary %d, %d texts -> %d tokens -> %d sequences of <= %d (%s), "
+        "%d batches per epoch, %d steps planned, %s masking %.0f%%, device %s",
+        num_params / 1e6, vocab_size, len(docs), corpus_tokens, len(first), mc.seq_len,
+        "packed" if mc.pack else "one text each", batches_per_epoch, planned_steps, mc.masking,
+        100 * mc.mask_prob, device,
+    )
+
+    model.to(device)
+    optimizer = torch.optim.AdamW(param_groups(model, tc), lr=tc.lr, betas=tuple(tc.betas))
+    state = PretrainState()
+    if resume:
+        ckpt = load_checkpoint(run_dir / LAST_CHECKPOINT)
+        model.load_state_dict(ckpt["model"])
+        optimizer.load_state_dict(ckpt["optimizer"])
+        state = PretrainState(**ckpt["state"])
+        set_rng_state(ckpt["rng"])
+        logger.info("resumed from step %d (epoch %d, batch %d)", state.step, state.epoch, state.position)
+    train_model: nn.Module = model
+    if world_size > 1:
+        train_model = nn.parallel.DistributedDataParallel(model, device_ids=[device.index] if device.type == "cuda" else None)
+
+    def checkpoint() -> None:
+        if rank == 0:
+            save_checkpoint(
+                run_dir / LAST_CHECKPOINT,
+                {"model": model.state_dict(), "optimizer": optimizer.state_dict(), "rng": rng_state(),
+                 "state": dataclasses.asdict(state), "step": state.step},
+            )
+
+    @torch.no_grad()
+    def run_eval() -> dict[str, float]:
+        """Validation MLM loss with fixed masks (the same every evaluation), summed over ranks."""
+        model.eval()
+        loss_sum, n_targets, n_correct = 0.0, 0, 0
+        shard = eval_sequences[rank::world_size]
+        for start in range(0, len(shard), tc.eval_batch_size):
+            gen = torch.Generator().manual_seed(_mask_seed(cfg.seed, 1, 0, start, rank))
+            batch = {k: v.to(device) for k, v in collator(shard[start : start + tc.eval_batch_size], gen).items()}
+            loss, n, correct = mlm_loss(model, batch)
+            loss_sum, n_targets, n_correct = loss_sum + loss.item() * n, n_targets + n, n_correct + correct
+        model.train()
+        loss_sum, n_targets, n_correct = _all_reduce_sum([loss_sum, n_targets, n_correct], world_size)
+        loss = loss_sum / max(n_targets, 1)
+        metrics = {"loss": loss, "perplexity": math.exp(min(loss, 50.0)), "accuracy": n_correct / max(n_targets, 1)}
+        state.last_eval_step = state.step
+        state.history["eval"].append({"step": state.step, "epoch": state.epoch, **metrics})
+        logger.info(
+            "step %d: validation MLM loss %.4f perplexity %.1f masked-token accuracy %.4f",
+            state.step, metrics["loss"], metrics["perplexity"], metrics["accuracy"],
+        )
+        if rank == 0:
+            save_pretrained(model, run_dir)
+        return metrics
+
+    total_steps = planned_steps
+    model.train()
+    session_start, session_start_seconds = time.perf_counter(), state.seconds
+    rate_start = (time.perf_counter(), state.step)
+    budget = tc.max_minutes * 60 if tc.max_minutes else None
+    last_metrics: dict[str, float] = {}
+    while not state.stopped and state.epoch < tc.epochs and state.step < planned_steps:
+        sequences = first if state.epoch == 0 else epoch_sequences(state.epoch)
+        batches = sampler.epoch_batches(state.epoch)
+        bar = tqdm(
+            total=len(batches), initial=state.position, desc=f"MLM epoch {state.epoch + 1}/{tc.epochs}",
+            disable=not tc.progress or rank != 0, leave=False, dynamic_ncols=True,
+        )
+        window_start, window_tokens = time.perf_counter(), 0
+        while state.position < len(batches) and not state.stopped:
+            micro = batches[state.position : state.position + tc.grad_accum_steps]
+            for i, indices in enumerate(micro):
+                gen = torch.Generator().manual_seed(_mask_seed(cfg.seed, 0, state.step, i, rank))
+                batch = {k: v.to(device) for k, v in collator([sequences[j] for j in indices], gen).items()}
+                loss, _, _ = mlm_loss(train_model, batch)
+                (loss / len(micro)).backward()
+                state.loss_sum += loss.item()
+                state.loss_count += 1
+                tokens = int(batch["attention_mask"].sum())
+                state.tokens += tokens
+                window_tokens += tokens
+            if tc.grad_clip > 0:
+                torch.nn.utils.clip_grad_norm_(model.parameters(), tc.grad_clip)
+            scale = get_lr(state.step, lr=1.0, warmup_steps=warmup_of(tc, total_steps), total_steps=total_steps,
+                           schedule=tc.schedule, min_lr_ratio=tc.min_lr_ratio)
+            for group in optimizer.param_groups:
+                group["lr"] = group["base_lr"] * scale
+            optimizer.step()
+            optimizer.zero_grad(set_to_none=True)
+            state.step += 1
+            state.position += len(micro)
+            bar.update(len(micro))
+
+            now = time.perf_counter()
+            state.seconds = session_start_seconds + (now - session_start)
+            if budget is not None:  # stretch the decay to end with the time budget (as train.py)
+                rate = (state.step - rate_start[1]) / max(now - rate_start[0], 1e-9)
+                affordable = state.step + int(rate * max(budget - state.seconds, 0.0))
+                total_steps = max(state.step + 1, min(planned_steps, affordable))
+            if state.step % tc.log_every == 0 or state.position >= len(batches):
+                mean_loss = state.loss_sum / max(state.loss_count, 1)
+                tokens_per_s = window_tokens * world_size / max(now - window_start, 1e-9)
+                state.history["train"].append({"step": state.step, "loss": mean_loss, "lr": tc.lr * scale})
+                bar.set_postfix(loss=f"{mean_loss:.3f}", ppl=f"{math.exp(min(mean_loss, 50)):.0f}",
+                                lr=f"{tc.lr * scale:.2e}", tok_s=f"{tokens_per_s:,.0f}")
+                logger.debug("step %d MLM loss %.4f lr %.3e tokens/s %.0f", state.step, mean_loss, tc.lr * scale, tokens_per_s)
+                state.loss_sum, state.loss_count, window_tokens, window_start = 0.0, 0, 0, now
+            if tc.eval_every and state.step % tc.eval_every == 0 and eval_sequences:
+                last_metrics = run_eval()
+            if state.step >= planned_steps:
+                state.stopped = f"reached {planned_steps} steps"
+            elif budget is not None and state.seconds >= budget:
+                state.stopped = f"time budget of {tc.max_minutes} minutes used"
+            if state.position >= len(batches):
+                break
+            if (tc.checkpoint_every and state.step % tc.checkpoint_every == 0) or state.last_eval_step == state.step:
+                checkpoint()
+        bar.close()
+        if state.position >= len(batches):
+            state.epoch, state.position = state.epoch + 1, 0
+            checkpoint()
+    state.stopped = state.stopped or f"completed {tc.epochs} epochs"
+    if eval_sequences and state.last_eval_step != state.step:
+        last_metrics = run_eval()
+    elif rank == 0:
+        save_pretrained(model, run_dir)
+    checkpoint()
+    logger.info("pretraining stopped (%s) after %d steps, %.1f s", state.stopped, state.step, state.seconds)
+
+    metrics = {
+        "validation": last_metrics,
+        "steps": state.step,
+        "epochs": state.epoch + state.position / max(batches_per_epoch, 1),
+        "stopped": state.stopped,
+        "train_seconds": state.seconds,
+        "train_tokens_per_second": state.tokens / max(state.seconds, 1e-9),
+        "num_parameters": num_params,
+        "vocab_size": vocab_size,
+        "corpus": {**corpus.report, "tokens": corpus_tokens, "sequences_per_epoch": len(first),
+                   "validation_sequences": len(eval_sequences)},
+    }
+    if rank == 0:
+        A.write_json(run_dir / METRICS_FILE, metrics)
+        A.write_json(run_dir / HISTORY_FILE, state.history)
+        plot_pretraining_curves(state.history, run_dir / CURVES_FILE)
+        logger.info("encoder written to %s", run_dir / ENCODER_FILE)
+    return metrics
+
+
+# ---- fine-tuning from a pretraining run ----------------------------------------------------------------------
+
+
+def classifier_from_pretraining_run(
+    run_dir: str | Path, model_cfg: ModelConfig, num_classes: int
+) -> tuple[TransformerClassifier, Tokenizer]:
+    """A TransformerClassifier with the pretraining run's tokenizer and encoder weights and a new head.
+
+    As for Hugging Face checkpoints (tfm_cls.hf_import), the architecture comes from the run (its
+    model_config.json) and `model_cfg` gives only what does not touch the weights: `dropout` and
+    `pooling`. Weights that do not fit (e.g. a tokenizer whose vocabulary is not the embedding's)
+    are a clear error, never a silent partial load.
+    """
+    run_dir = Path(run_dir)
+    for name in (MODEL_CONFIG_FILE, TOKENIZER_FILE, ENCODER_FILE):
+        if not (run_dir / name).is_file():
+            raise A.RunDirError(f"model.init_from={run_dir}: not a finished pretraining run ({name} is missing)")
+    encoder_config = A.read_json(run_dir / MODEL_CONFIG_FILE)
+    if not isinstance(encoder_config, dict) or "vocab_size" not in encoder_config:
+        raise A.RunDirError(f"{run_dir / MODEL_CONFIG_FILE}: expected a JSON object of model arguments with vocab_size")
+    requested = model_cfg.model_kwargs()
+    ignored = {
+        k: (encoder_config[k], v)
+        for k, v in requested.items()
+        if k not in ("dropout", "pooling") and k in encoder_config and encoder_config[k] != v
+    }
+    if ignored:
+        logger.info(
+            "model.init_from: architecture from the pretrained encoder (%s)",
+            ", ".join(f"{k}={a!r}, not the configured {b!r}" for k, (a, b) in sorted(ignored.items())),
+        )
+    config = {**encoder_config, "dropout": requested["dropout"], "pooling": requested["pooling"], "num_classes": num_classes}
+    model = TransformerClassifier(**config)
+
+    tokenizer = load_tokenizer(run_dir / TOKENIZER_FILE)
+    vocab = tokenizer.get_vocab_size()
+    if vocab != config["vocab_size"]:
+        raise ConfigError(
+            f"model.init_from={run_dir}: {TOKENIZER_FILE} has {vocab} tokens but the pretrained embedding has "
+            f"{config['vocab_size']} rows; the tokenizer does not belong to these weights"
+        )
+    try:
+        state = load_file(str(run_dir / ENCODER_FILE))
+    except Exception as err:  # safetensors raises its own error types for torn / foreign files
+        raise CheckpointError(f"{run_dir / ENCODER_FILE}: corrupt or truncated safetensors file ({err})") from err
+    expected = {k: v for k, v in model.state_dict().items() if not k.startswith(HEAD_PREFIXES)}
+    missing = sorted(set(expected) - set(state))
+    unexpected = sorted(set(state) - set(expected))
+    wrong = sorted(k for k in set(state) & set(expected) if state[k].shape != expected[k].shape)
+    if missing or unexpected or wrong:
+        detail = "; ".join(
+            f"{what}: {keys[:4]}"
+            for what, keys in (("missing", missing), ("unexpected", unexpected), ("shape mismatch", wrong))
+            if keys
+        )
+        raise CheckpointError(f"{run_dir / ENCODER_FILE}: weights do not fit the classifier ({detail})")
+    model.load_state_dict(state, strict=False)  # only head (and pooler) keep their fresh initialisation
+    logger.info("initialised %d encoder tensors from %s; new %d-class head", len(state), run_dir, num_classes)
+    return model, tokenizer
+
+
+# ---- command line ------------------------------------------------------------------------------------------
+
+
+def _run_pretrain(args: argparse.Namespace) -> int:
+    from tfm_cls.data import DataError
+
+    try:
+        cfg = load_config(PretrainConfig, args.config, args.overrides)
+        metrics = pretrain(cfg, resume=args.resume, overwrite=args.overwrite)
+    except (ConfigError, A.RunDirError, CorpusError, CheckpointError, DataError) as err:
+        logger.error("%s", err)
+        return 2
+    val = metrics.get("validation") or {}
+    if val:
+        logger.info("validation MLM loss %.4f, perplexity %.1f", val["loss"], val["perplexity"])
+    return 0
+
+
+def register_commands(subparsers: Any) -> None:
+    p = subparsers.add_parser(
+        "pretrain",
+        help="masked-language-model pretraining of the encoder on in-domain text",
+        description="MLM pretraining; fine-tune afterwards with `tfm-cls train ... model.init_from=RUN_DIR`.",
+    )
+    p.add_argument("--config", help="YAML file (configs/pretrain/*.yaml)")
+    p.add_argument("--resume", action="store_true", help="continue the run in run_dir from its last checkpoint")
+    p.add_argument("--overwrite", action="store_true", help="replace a different run in run_dir")
+    p.add_argument("overrides", nargs="*", metavar="KEY=VALUE", help="dotted overrides, e.g. train.lr=2e-3 mlm.masking=span")
+    p.set_defaults(func=_run_pretrain)
