@@ -1,0 +1,294 @@
+"""Export tfm_cls models to self-contained ONNX files with torch's current (dynamo) exporter.
+
+Each graph is a thin module whose `forward` takes exactly the inputs of its `ExportSpec`, in
+order, under the same names, so `dynamic_shapes` can be keyed by those names. The legacy
+TorchScript exporter is not used: it bakes the sample batch and sequence sizes into Reshape nodes.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import logging
+import warnings
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import onnx
+import onnx_ir as ir
+import torch
+from onnxscript.rewriter.ort_fusions import optimize_for_ort
+from tokenizers import Tokenizer
+from torch import Tensor, nn
+
+import tfm_cls
+from export import spec as specs
+from export.spec import ExportSpec
+
+logger = logging.getLogger(__name__)
+
+# Sizes of the sample inputs the graph is traced with. Verification uses other sizes, and the
+# sequence axes differ from each other so the exporter cannot mistake one for another.
+EXPORT_SIZES = {"batch": 2, "sequence": 8, "src_sequence": 9, "tgt_sequence": 7}
+
+
+class ClassifierGraph(nn.Module):
+    """input_ids, attention_mask [batch, seq] -> logits, probabilities [batch, num_classes]."""
+
+    def __init__(self, model: nn.Module):
+        super().__init__()
+        self.model = model
+
+    def forward(self, input_ids: Tensor, attention_mask: Tensor) -> tuple[Tensor, Tensor]:
+        logits = self.model(input_ids, attention_mask)  # [batch, num_classes]
+        return logits, logits.softmax(dim=-1)
+
+
+class Seq2SeqGraph(nn.Module):
+    """The whole encoder-decoder: -> logits [batch, tgt_seq, vocab]; causal mask built inside."""
+
+    def __init__(self, model: nn.Module):
+        super().__init__()
+        self.model = model
+
+    def forward(self, src_ids: Tensor, tgt_ids: Tensor, src_attention_mask: Tensor, tgt_attention_mask: Tensor):
+        return self.model(src_ids, tgt_ids, src_attention_mask, tgt_attention_mask)
+
+
+class EncoderGraph(nn.Module):
+    """src_ids, src_attention_mask [batch, src_seq] -> memory [batch, src_seq, d_model]."""
+
+    def __init__(self, model: nn.Module):
+        super().__init__()
+        self.model = model
+
+    def forward(self, src_ids: Tensor, src_attention_mask: Tensor) -> Tensor:
+        return self.model.encode(src_ids, src_attention_mask)
+
+
+class DecoderGraph(nn.Module):
+    """tgt_ids [batch, tgt_seq], memory [batch, src_seq, d_model], masks -> logits [batch, tgt_seq, vocab]."""
+
+    def __init__(self, model: nn.Module):
+        super().__init__()
+        self.model = model
+
+    def forward(
+        self, tgt_ids: Tensor, memory: Tensor, tgt_attention_mask: Tensor, memory_attention_mask: Tensor
+    ) -> Tensor:
+        return self.model.decode(tgt_ids, memory, tgt_attention_mask, memory_attention_mask)
+
+
+GRAPHS: dict[str, type[nn.Module]] = {
+    specs.CLASSIFIER.task: ClassifierGraph,
+    specs.SEQ2SEQ.task: Seq2SeqGraph,
+    specs.SEQ2SEQ_ENCODER.task: EncoderGraph,
+    specs.SEQ2SEQ_DECODER.task: DecoderGraph,
+}
+
+
+@contextlib.contextmanager
+def _quiet_exporter() -> Iterator[None]:
+    """Silence the exporter's per-pass INFO logs and known-harmless warnings; errors still show."""
+    quiet = {
+        "onnxscript": logging.ERROR,  # e.g. "Skipping constant folding for op Split"
+        "onnx_ir": logging.WARNING,
+        "torch.onnx": logging.WARNING,
+        # "torchvision is not installed. Skipping torchvision::nms" and the like.
+        "torch.onnx._internal.exporter._registration": logging.ERROR,
+    }
+    loggers = [logging.getLogger(n) for n in quiet]
+    levels = [lg.level for lg in loggers]
+    for lg, level in zip(loggers, quiet.values()):
+        lg.setLevel(level)
+    with warnings.catch_warnings():
+        # Emitted once per input sharing an axis name with an earlier one: expected here.
+        warnings.filterwarnings("ignore", message=".*axis name.*will not be used.*")
+        warnings.filterwarnings("ignore", category=FutureWarning)
+        try:
+            yield
+        finally:
+            for lg, level in zip(loggers, levels):
+                lg.setLevel(level)
+
+
+class ExportError(RuntimeError):
+    """The model could not be exported, or the file came out other than specified."""
+
+
+def model_config(model: nn.Module) -> dict[str, Any]:
+    config = getattr(model, "config", None)
+    if not isinstance(config, dict):
+        raise ExportError(f"{type(model).__name__} has no `config` dict of constructor arguments")
+    return config
+
+
+def sample_inputs(spec: ExportSpec, model: nn.Module, sizes: dict[str, int], seed: int = 0) -> dict[str, Tensor]:
+    """Random inputs for `spec` at the given axis sizes: ids in the vocabulary, the last row of each
+    sequence half padded (mask 0, id = pad id), float inputs standard normal."""
+    config = model_config(model)
+    gen = torch.Generator().manual_seed(seed)
+    pad_id = int(config.get("pad_token_id", 0))
+    out: dict[str, Tensor] = {}
+    for t in spec.inputs:
+        shape = [sizes[a] if a in sizes else int(config[a]) for a in t.shape]
+        if t.dtype == "float32":
+            out[t.name] = torch.randn(shape, generator=gen)
+            continue
+        length = torch.full((shape[0],), shape[1])
+        length[-1] = max(1, shape[1] // 2)
+        mask = (torch.arange(shape[1]).unsqueeze(0) < length.unsqueeze(1)).long()  # [batch, seq]
+        if t.name.endswith("attention_mask"):
+            out[t.name] = mask
+        else:
+            vocab = int(config[vocab_key(t.name, config)])
+            ids = torch.randint(0, vocab, shape, generator=gen)
+            out[t.name] = ids.masked_fill(mask == 0, pad_id)
+    return out
+
+
+def vocab_key(input_name: str, config: dict[str, Any]) -> str:
+    """The model.config key holding the vocabulary size an id input draws from."""
+    for key in (input_name.replace("_ids", "_vocab_size"), "vocab_size"):
+        if key in config:
+            return key
+    raise ExportError(f"model.config has no vocabulary size for input {input_name!r}: {sorted(config)}")
+
+
+def build_metadata(
+    model: nn.Module,
+    spec: ExportSpec,
+    *,
+    tokenizer: Tokenizer | None = None,
+    labels: list[str] | None = None,
+    max_length: int | None = None,
+    extra: dict[str, Any] | None = None,
+) -> dict[str, str]:
+    """Everything a deployment needs besides the graph, as ONNX metadata_props (strings)."""
+    config = model_config(model)
+    meta = {
+        specs.FORMAT_KEY: specs.FORMAT_VERSION,
+        specs.TASK_KEY: spec.task,
+        "tfm_cls.model_class": type(model).__name__,
+        "tfm_cls.model_config": json.dumps(config, sort_keys=True),
+        "tfm_cls.max_length": str(int(max_length if max_length is not None else config["max_len"])),
+        "tfm_cls.export_sizes": json.dumps({a: EXPORT_SIZES[a] for a in sorted(spec.dynamic_axes)}),
+        "tfm_cls.version": tfm_cls.__version__,
+        "torch.version": torch.__version__,
+        "onnx.opset": str(spec.opset),
+    }
+    if labels is not None:
+        meta["tfm_cls.labels"] = json.dumps(list(labels), ensure_ascii=False)
+    if tokenizer is not None:
+        meta["tfm_cls.tokenizer"] = tokenizer.to_str()
+    for key, value in (extra or {}).items():
+        meta[key] = value if isinstance(value, str) else json.dumps(value)
+    return meta
+
+
+def export_graph(
+    model: nn.Module, spec: ExportSpec, path: str | Path, metadata: dict[str, str], fuse: bool = True
+) -> Path:
+    """Trace `model` as the graph of `spec` and write ONE self-contained .onnx file with `metadata`.
+
+    `fuse`: rewrite attention, GELU and residual+LayerNorm into onnxruntime's fused contrib ops
+    (MultiHeadAttention, BiasGelu, SkipLayerNormalization) with onnxscript's ORT fusion rules.
+    The file then needs onnxruntime, which is what we deploy on; `fuse=False` keeps standard ops.
+    """
+    path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    graph = GRAPHS[spec.task](model).eval()
+    inputs = sample_inputs(spec, model, EXPORT_SIZES)
+    logger.info("exporting %s (%s) to %s", type(model).__name__, spec.task, path)
+    with torch.no_grad(), _quiet_exporter():
+        try:
+            program = torch.onnx.export(
+                graph,
+                tuple(inputs[name] for name in spec.input_names),
+                dynamo=True,
+                input_names=spec.input_names,
+                output_names=spec.output_names,
+                dynamic_shapes=spec.dynamic_shapes(),
+                opset_version=spec.opset,
+                optimize=True,
+                verbose=False,
+            )
+        except Exception as err:  # the exporter raises many types; say which graph failed and why
+            raise ExportError(f"torch.onnx.export failed for the {spec.task} graph of {type(model).__name__}: {err}") from err
+    onnx_model = program.model
+    fusions: dict[str, int] = {}
+    if fuse:
+        with _quiet_exporter():
+            onnx_model, counts = optimize_for_ort(onnx_model)
+        fusions = {name: n for name, n in counts.items() if n}
+        logger.info("onnxruntime fusions: %s", fusions or "none matched")
+    onnx_model.metadata_props.update(metadata)
+    onnx_model.metadata_props["tfm_cls.fusions"] = json.dumps(fusions)
+    onnx_model.doc_string = f"tfm_cls {spec.task} model exported with torch {torch.__version__}"
+    ir.save(onnx_model, str(path))  # weights inline: no external-data sidecar
+    sidecar = path.with_name(path.name + ".data")
+    if sidecar.exists():  # a left-over from an earlier export would be mistaken for ours
+        sidecar.unlink()
+    onnx.checker.check_model(str(path))
+    return path
+
+
+def export_classifier(
+    model: nn.Module,
+    path: str | Path,
+    *,
+    tokenizer: Tokenizer | None,
+    labels: list[str],
+    max_length: int | None = None,
+    fuse: bool = True,
+) -> Path:
+    """TransformerClassifier -> one .onnx file (logits and probabilities) with tokenizer and labels inside."""
+    num_classes = int(model_config(model)["num_classes"])
+    if len(labels) != num_classes:
+        raise ExportError(f"{len(labels)} label names for a model with num_classes={num_classes}")
+    meta = build_metadata(model, specs.CLASSIFIER, tokenizer=tokenizer, labels=labels, max_length=max_length)
+    return export_graph(model, specs.CLASSIFIER, path, meta, fuse)
+
+
+def export_seq2seq(
+    model: nn.Module,
+    out_dir: str | Path,
+    *,
+    tokenizer: Tokenizer | None = None,
+    max_length: int | None = None,
+    bos_id: int | None = None,
+    eos_id: int | None = None,
+    fuse: bool = True,
+) -> dict[str, Path]:
+    """Seq2SeqTransformer -> model.onnx (monolithic), encoder.onnx and decoder.onnx in `out_dir`."""
+    out_dir = Path(out_dir)
+    extra: dict[str, Any] = {}
+    if bos_id is not None:
+        extra["tfm_cls.bos_id"] = str(bos_id)
+    if eos_id is not None:
+        extra["tfm_cls.eos_id"] = str(eos_id)
+    # Each split half names its partner, so the decoder's verification can run greedy decoding.
+    extra["tfm_cls.encoder_file"] = specs.SEQ2SEQ_ENCODER.file_name
+    extra["tfm_cls.decoder_file"] = specs.SEQ2SEQ_DECODER.file_name
+    paths = {}
+    for spec in (specs.SEQ2SEQ, specs.SEQ2SEQ_ENCODER, specs.SEQ2SEQ_DECODER):
+        meta = build_metadata(model, spec, tokenizer=tokenizer, max_length=max_length, extra=extra)
+        paths[spec.task] = export_graph(model, spec, out_dir / spec.file_name, meta, fuse)
+    return paths
+
+
+def export_run(run_dir: str | Path, output: str | Path | None = None, fuse: bool = True) -> Path:
+    """Export the trained classifier of a run directory to `output` (default RUN/model.onnx)."""
+    from tfm_cls.artifacts import load_run
+
+    run = load_run(run_dir)
+    path = Path(output) if output else Path(run_dir) / specs.CLASSIFIER.file_name
+    return export_classifier(
+        run.model,
+        path,
+        tokenizer=run.tokenizer,
+        labels=run.labels,
+        max_length=run.config.tokenizer.max_length,
+        fuse=fuse,
+    )

@@ -1,0 +1,194 @@
+"""Dynamic int8 quantization of an exported classifier, gated on accuracy.
+
+`quantize_and_evaluate` writes an int8 copy of model.onnx (weights int8, activations quantized on
+the fly by onnxruntime.quantization.quantize_dynamic), evaluates the fp32 and the int8 model on a
+labelled file with the deployment code path (export/infer.py), and keeps the int8 file only when
+accuracy drops by at most `threshold` points. Metadata (tokenizer, labels, ...) is carried over.
+No torch here.
+"""
+
+from __future__ import annotations
+
+import csv
+import json
+import logging
+import os
+import tempfile
+from dataclasses import asdict, dataclass
+from pathlib import Path
+
+import numpy as np
+import onnx
+import onnxruntime
+from onnxruntime.quantization import QuantType, quantize_dynamic
+
+from export.infer import Classifier
+
+logger = logging.getLogger(__name__)
+
+DEFAULT_THRESHOLD = 0.5  # accuracy points
+
+
+class QuantizeError(ValueError):
+    """Bad labelled data or model; the message names the file, line and what was expected."""
+
+
+@dataclass
+class QuantizeReport:
+    fp32_path: str
+    int8_path: str
+    data: str
+    examples: int
+    accuracy_fp32: float
+    accuracy_int8: float
+    drop_points: float
+    agreement: float
+    """Fraction of examples where fp32 and int8 predict the same label."""
+    size_fp32_mb: float
+    size_int8_mb: float
+    threshold_points: float
+    accepted: bool
+
+    def __str__(self) -> str:
+        verdict = "kept" if self.accepted else "REFUSED (drop above threshold, int8 file not written)"
+        return (
+            f"int8 quantization on {self.examples} examples of {self.data}:\n"
+            f"  accuracy fp32 {100 * self.accuracy_fp32:.2f}%  int8 {100 * self.accuracy_int8:.2f}%  "
+            f"change {-self.drop_points:+.2f} points (threshold -{self.threshold_points:g})\n"
+            f"  predictions agree on {100 * self.agreement:.2f}%; size {self.size_fp32_mb:.1f} MB -> "
+            f"{self.size_int8_mb:.1f} MB\n  {self.int8_path}: {verdict}"
+        )
+
+
+def quantize_model(fp32_path: str | Path, int8_path: str | Path, per_channel: bool = False) -> Path:
+    """Dynamic int8 quantization of MatMul/Gemm weights; one self-contained file, metadata kept."""
+    fp32_path, int8_path = Path(fp32_path), Path(int8_path)
+    source = onnx.load(str(fp32_path))
+    with tempfile.TemporaryDirectory(dir=int8_path.parent) as tmp:
+        raw = Path(tmp) / "int8.onnx"
+        quantize_dynamic(
+            model_input=str(fp32_path),
+            model_output=str(raw),
+            weight_type=QuantType.QInt8,
+            per_channel=per_channel,
+            op_types_to_quantize=["MatMul", "Gemm"],
+        )
+        model = onnx.load(str(raw))
+    # quantize_dynamic keeps metadata today; set it from the source anyway so a change there
+    # cannot silently strip the tokenizer and labels from the deployable file.
+    meta = {p.key: p.value for p in source.metadata_props}
+    meta["tfm_cls.quantization"] = json.dumps(
+        {"method": "dynamic", "weights": "int8", "per_channel": per_channel, "onnxruntime": onnxruntime.__version__}
+    )
+    onnx.helper.set_model_props(model, meta)
+    onnx.save(model, str(int8_path))
+    return int8_path
+
+
+def read_labelled(
+    path: str | Path, labels: list[str], text_field: str = "text", label_field: str = "label", limit: int | None = None
+) -> tuple[list[str], np.ndarray]:
+    """Texts and label indices from a .jsonl or .csv file; a label is an index or a label name."""
+    path = Path(path)
+    if not path.is_file():
+        raise QuantizeError(f"labelled data file not found: {path}")
+    index = {name: i for i, name in enumerate(labels)}
+
+    def label_of(value, where: str) -> int:
+        if isinstance(value, str) and value in index:
+            return index[value]
+        try:
+            i = int(value)
+        except (TypeError, ValueError):
+            i = -1
+        if not 0 <= i < len(labels) or isinstance(value, float) and not value.is_integer():
+            raise QuantizeError(f"{where}: label {value!r} is neither an index in [0, {len(labels)}) nor one of {labels}")
+        return i
+
+    texts, ys = [], []
+    if path.suffix.lower() in (".jsonl", ".ndjson"):
+        with path.open(encoding="utf-8") as f:
+            for lineno, line in enumerate(f, start=1):
+                if not line.strip():
+                    continue
+                try:
+                    obj = json.loads(line)
+                except json.JSONDecodeError as err:
+                    raise QuantizeError(f"{path}:{lineno}: not valid JSON ({err.msg})") from None
+                if not isinstance(obj, dict) or text_field not in obj or label_field not in obj:
+                    raise QuantizeError(f"{path}:{lineno}: expected an object with {text_field!r} and {label_field!r}")
+                texts.append(str(obj[text_field]))
+                ys.append(label_of(obj[label_field], f"{path}:{lineno}"))
+                if limit and len(texts) >= limit:
+                    break
+    elif path.suffix.lower() == ".csv":
+        with path.open(encoding="utf-8", newline="") as f:
+            reader = csv.DictReader(f)
+            if not reader.fieldnames or text_field not in reader.fieldnames or label_field not in reader.fieldnames:
+                raise QuantizeError(f"{path}: expected columns {text_field!r} and {label_field!r}, got {reader.fieldnames}")
+            for row in reader:
+                texts.append(row[text_field])
+                ys.append(label_of(row[label_field], f"{path}:{reader.line_num}"))
+                if limit and len(texts) >= limit:
+                    break
+    else:
+        raise QuantizeError(f"{path}: expected a .jsonl or .csv file of labelled texts")
+    if not texts:
+        raise QuantizeError(f"{path}: no labelled examples")
+    return texts, np.asarray(ys)
+
+
+def predict(model_path: str | Path, texts: list[str], batch_size: int = 64, threads: int = 0) -> np.ndarray:
+    """Predicted label indices with the deployment code path."""
+    probs, _ = Classifier(str(model_path), threads=threads).predict_proba(texts, batch_size)
+    return probs.argmax(axis=1)
+
+
+def quantize_and_evaluate(
+    fp32_path: str | Path,
+    data_path: str | Path,
+    int8_path: str | Path | None = None,
+    *,
+    threshold: float = DEFAULT_THRESHOLD,
+    per_channel: bool = False,
+    batch_size: int = 64,
+    limit: int | None = None,
+    text_field: str = "text",
+    label_field: str = "label",
+) -> QuantizeReport:
+    """Quantize, evaluate both, keep the int8 file only if the accuracy drop is <= threshold points."""
+    fp32_path = Path(fp32_path)
+    if not fp32_path.is_file():
+        raise QuantizeError(f"model file not found: {fp32_path} (export it first: make export RUN=<run dir>)")
+    int8_path = Path(int8_path) if int8_path else fp32_path.with_name(fp32_path.stem + ".int8.onnx")
+    fp32 = Classifier(str(fp32_path))
+    texts, y = read_labelled(data_path, fp32.labels, text_field, label_field, limit)
+
+    candidate = int8_path.with_name(int8_path.name + ".candidate")
+    try:
+        quantize_model(fp32_path, candidate, per_channel)
+        pred_fp32 = fp32.predict_proba(texts, batch_size)[0].argmax(axis=1)
+        pred_int8 = predict(candidate, texts, batch_size)
+        acc_fp32, acc_int8 = float((pred_fp32 == y).mean()), float((pred_int8 == y).mean())
+        drop = 100 * (acc_fp32 - acc_int8)
+        report = QuantizeReport(
+            fp32_path=str(fp32_path),
+            int8_path=str(int8_path),
+            data=str(data_path),
+            examples=len(texts),
+            accuracy_fp32=acc_fp32,
+            accuracy_int8=acc_int8,
+            drop_points=round(drop, 4),
+            agreement=float((pred_fp32 == pred_int8).mean()),
+            size_fp32_mb=fp32_path.stat().st_size / 2**20,
+            size_int8_mb=candidate.stat().st_size / 2**20,
+            threshold_points=threshold,
+            accepted=drop <= threshold,
+        )
+        if report.accepted:
+            os.replace(candidate, int8_path)
+    finally:
+        candidate.unlink(missing_ok=True)
+    report_path = int8_path.with_name(int8_path.stem + ".quantization.json")
+    report_path.write_text(json.dumps(asdict(report), indent=2) + "\n", encoding="utf-8")
+    return report

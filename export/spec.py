@@ -1,0 +1,126 @@
+"""Declarative ONNX export specs: names, dtypes, dynamic axes, opset and tolerances of each graph.
+
+The exporter builds graphs from these specs and `export.verify.verify` checks exported files
+against them, so the two cannot drift apart. Nothing here imports torch.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+# Metadata every tfm_cls export carries; export/infer.py keeps its own copy of the marker
+# (it must run without this package) and a test keeps the two equal.
+FORMAT_KEY = "tfm_cls.format"
+FORMAT_VERSION = "tfm_cls-onnx/1"
+TASK_KEY = "tfm_cls.task"
+
+DEFAULT_OPSET = 18
+
+# Verification tolerance on float outputs, per execution provider (max absolute difference).
+TOLERANCES = {"CPUExecutionProvider": 1e-4, "CUDAExecutionProvider": 1e-3}
+
+
+@dataclass(frozen=True, kw_only=True)
+class TensorSpec:
+    """One graph input or output.
+
+    `shape` names every axis. Names in the owning spec's `dynamic_axes` must stay symbolic in the
+    ONNX file; every other name is a fixed size read from `model.config[name]` (e.g. "num_classes").
+    """
+
+    name: str
+    dtype: str  # numpy dtype name: "int64", "float32"
+    shape: tuple[str, ...]
+
+
+@dataclass(frozen=True, kw_only=True)
+class ExportSpec:
+    """What one ONNX graph takes, returns and how closely it must match PyTorch."""
+
+    task: str
+    """Recorded in the file's metadata under TASK_KEY; selects the verification recipe."""
+    file_name: str
+    """Default file name inside a run directory."""
+    inputs: tuple[TensorSpec, ...]
+    outputs: tuple[TensorSpec, ...]
+    dynamic_axes: frozenset[str]
+    opset: int = DEFAULT_OPSET
+    tolerances: dict[str, float] = field(default_factory=lambda: dict(TOLERANCES))
+
+    @property
+    def input_names(self) -> list[str]:
+        return [t.name for t in self.inputs]
+
+    @property
+    def output_names(self) -> list[str]:
+        return [t.name for t in self.outputs]
+
+    def dynamic_shapes(self) -> dict[str, dict[int, str]]:
+        """`{input name: {axis index: axis name}}` for the dynamic axes of each input."""
+        return {
+            t.name: {i: axis for i, axis in enumerate(t.shape) if axis in self.dynamic_axes} for t in self.inputs
+        }
+
+
+_BS = ("batch", "sequence")
+CLASSIFIER = ExportSpec(
+    task="text-classification",
+    file_name="model.onnx",
+    inputs=(
+        TensorSpec(name="input_ids", dtype="int64", shape=_BS),
+        TensorSpec(name="attention_mask", dtype="int64", shape=_BS),  # 1 = token, 0 = padding
+    ),
+    outputs=(
+        TensorSpec(name="logits", dtype="float32", shape=("batch", "num_classes")),
+        TensorSpec(name="probabilities", dtype="float32", shape=("batch", "num_classes")),
+    ),
+    dynamic_axes=frozenset(_BS),
+)
+
+_SRC = ("batch", "src_sequence")
+_TGT = ("batch", "tgt_sequence")
+SEQ2SEQ = ExportSpec(
+    task="seq2seq",
+    file_name="model.onnx",
+    inputs=(
+        TensorSpec(name="src_ids", dtype="int64", shape=_SRC),
+        TensorSpec(name="tgt_ids", dtype="int64", shape=_TGT),
+        TensorSpec(name="src_attention_mask", dtype="int64", shape=_SRC),
+        TensorSpec(name="tgt_attention_mask", dtype="int64", shape=_TGT),
+    ),
+    outputs=(TensorSpec(name="logits", dtype="float32", shape=("batch", "tgt_sequence", "tgt_vocab_size")),),
+    dynamic_axes=frozenset(("batch", "src_sequence", "tgt_sequence")),
+)
+
+SEQ2SEQ_ENCODER = ExportSpec(
+    task="seq2seq-encoder",
+    file_name="encoder.onnx",
+    inputs=(
+        TensorSpec(name="src_ids", dtype="int64", shape=_SRC),
+        TensorSpec(name="src_attention_mask", dtype="int64", shape=_SRC),
+    ),
+    outputs=(TensorSpec(name="memory", dtype="float32", shape=("batch", "src_sequence", "d_model")),),
+    dynamic_axes=frozenset(_SRC),
+)
+
+SEQ2SEQ_DECODER = ExportSpec(
+    task="seq2seq-decoder",
+    file_name="decoder.onnx",
+    inputs=(
+        TensorSpec(name="tgt_ids", dtype="int64", shape=_TGT),
+        TensorSpec(name="memory", dtype="float32", shape=("batch", "src_sequence", "d_model")),
+        TensorSpec(name="tgt_attention_mask", dtype="int64", shape=_TGT),
+        TensorSpec(name="memory_attention_mask", dtype="int64", shape=_SRC),
+    ),
+    outputs=(TensorSpec(name="logits", dtype="float32", shape=("batch", "tgt_sequence", "tgt_vocab_size")),),
+    dynamic_axes=frozenset(("batch", "src_sequence", "tgt_sequence")),
+)
+
+SPECS = {s.task: s for s in (CLASSIFIER, SEQ2SEQ, SEQ2SEQ_ENCODER, SEQ2SEQ_DECODER)}
+
+
+def spec_for_task(task: str | None, where: str = "model") -> ExportSpec:
+    """The spec of a task name read from a file's metadata; a clear error for anything else."""
+    if task not in SPECS:
+        raise ValueError(f"{where}: unknown tfm_cls task {task!r}; expected one of {sorted(SPECS)}")
+    return SPECS[task]
