@@ -57,11 +57,14 @@ eval: install
 predict: install
 	$(PY) -m tfm_cls.cli predict --run $(RUN) --input $(INPUT) --output $(OUTPUT)
 
+# `make pretrain CONFIG=configs/pretrain/trec.yaml`: a CONFIG given on the command line (or in the
+# environment) wins; otherwise PRETRAIN_CONFIG, since CONFIG's default is a classification config.
 pretrain: install
-	@if [ "$(NPROC)" -gt 1 ]; then \
-	  $(VENV)/bin/torchrun --standalone --nproc_per_node=$(NPROC) -m tfm_cls.cli pretrain --config $(PRETRAIN_CONFIG) $(ARGS); \
+	@cfg="$(if $(filter command line environment,$(origin CONFIG)),$(CONFIG),$(PRETRAIN_CONFIG))"; \
+	if [ "$(NPROC)" -gt 1 ]; then \
+	  $(VENV)/bin/torchrun --standalone --nproc_per_node=$(NPROC) -m tfm_cls.cli pretrain --config "$$cfg" $(ARGS); \
 	else \
-	  $(PY) -m tfm_cls.cli pretrain --config $(PRETRAIN_CONFIG) $(ARGS); \
+	  $(PY) -m tfm_cls.cli pretrain --config "$$cfg" $(ARGS); \
 	fi
 
 export: install
