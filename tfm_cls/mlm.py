@@ -36,7 +36,16 @@ class Document:
 
 
 def tokenize_documents(tokenizer, texts: Sequence[str], batch_size: int = 2048) -> list[Document]:
-    """Tokenise `texts` with a `tokenizers.Tokenizer`, keeping word boundaries; empty texts are dropped."""
+    """Tokenise `texts` with a `tokenizers.Tokenizer`, keeping word boundaries; empty texts are dropped.
+
+    Whole texts, without padding or truncation (a saved tokenizer carries both for classification):
+    packing cuts long texts into sequences itself, so no token is lost.
+    """
+    from tokenizers import Tokenizer
+
+    tokenizer = Tokenizer.from_str(tokenizer.to_str())  # a copy: the caller's settings stay as they are
+    tokenizer.no_padding()
+    tokenizer.no_truncation()
     docs: list[Document] = []
     for start in range(0, len(texts), batch_size):
         for enc in tokenizer.encode_batch(list(texts[start : start + batch_size]), add_special_tokens=False):

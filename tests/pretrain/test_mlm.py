@@ -152,9 +152,15 @@ def test_tokenize_documents_groups_word_pieces_into_words():
         vocab_size=40, special_tokens=["[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]"]
     )
     tok.train_from_iterator(["unbelievable stories", "a cat", "the mat"] * 3, trainer)
+    # A classification tokenizer pads batches and truncates; MLM documents must be neither.
+    tok.enable_padding(pad_id=0, pad_token="[PAD]")
+    tok.enable_truncation(max_length=3)
     docs = tokenize_documents(tok, ["unbelievable cat", "", "mat a"])
     assert len(docs) == 2, "the empty text is dropped"
+    assert tok.padding is not None and tok.truncation is not None, "the caller's tokenizer was changed"
+    assert docs[1].ids.tolist() == [tok.token_to_id("mat"), tok.token_to_id("a")], "padded or truncated"
     first = docs[0]
+    tok.no_truncation()
     pieces = tok.encode("unbelievable", add_special_tokens=False).ids
     assert len(pieces) > 1, "the test needs a word split into several pieces"
     assert first.word_ids.tolist() == [0] * len(pieces) + [1] * (len(first.ids) - len(pieces))
