@@ -181,3 +181,22 @@ def test_bad_inputs_are_named():
         model(torch.ones(2, 7))
     with pytest.raises(ValueError, match=r"attention_mask must have the shape of input_ids \[2, 7\], got \[2, 6\]"):
         model(torch.ones(2, 7, dtype=torch.long), torch.ones(2, 6, dtype=torch.long))
+
+
+def test_torch_export_with_dynamic_batch_and_sequence():
+    """The length check and the padding-skipping encoder path must not block export: the graph
+    is traced once and then reused on other shapes, with and without padding."""
+    model = _model(num_layers=1, pooling="mean")
+    ids = torch.randint(1, 50, (2, 7))
+    mask = torch.tensor([[1] * 7, [1] * 4 + [0] * 3])
+    batch = torch.export.Dim("batch")
+    seq = torch.export.Dim("seq", max=TINY["max_len"])
+    program = torch.export.export(model, (ids, mask), dynamic_shapes=({0: batch, 1: seq}, {0: batch, 1: seq}))
+    exported = program.module()
+    other_ids = torch.randint(1, 50, (3, 11))
+    other_mask = torch.ones(3, 11, dtype=torch.long)
+    other_mask[1, 5:] = 0
+    other_mask[2] = 0
+    assert (exported(other_ids, other_mask) - model(other_ids, other_mask)).abs().max() <= 1e-5
+    with pytest.raises(Exception, match="32"):  # longer than max_len: rejected by the graph's guard
+        exported(torch.randint(1, 50, (1, 40)), torch.ones(1, 40, dtype=torch.long))

@@ -392,3 +392,31 @@ def test_transformer_init_is_xavier_uniform():
     bound = (6.0 / (64 + 128)) ** 0.5
     assert w.abs().max() <= bound
     assert w.abs().max() > 0.9 * bound  # spread over the whole xavier range, not kaiming's smaller one
+
+
+@pytest.mark.parametrize(("norm_first", "batch_first"), [(True, True), (False, False)])
+def test_packed_and_dense_encoder_paths_agree(norm_first, batch_first):
+    """The padding-skipping path (default with a boolean key padding mask) gives the dense
+    path's outputs and gradients; both put zeros at padded positions."""
+    torch.manual_seed(11)
+    layer = TransformerEncoderLayer(32, 4, 64, dropout=0.0, norm_first=norm_first, batch_first=batch_first)
+    packed = TransformerEncoder(layer, 2, nn.LayerNorm(32))
+    dense = TransformerEncoder(layer, 2, nn.LayerNorm(32), enable_packing=False)
+    dense.load_state_dict(packed.state_dict())
+    padding = _lengths_mask([6, 3, 0, 1], 6)  # includes a row of nothing but padding
+    x = _make(batch_first, 4, 6, 32)
+    outs, inputs = [], []
+    for module in (packed, dense):
+        xi = x.clone().requires_grad_(True)
+        out = module(xi, src_key_padding_mask=padding)
+        outs.append(out)
+        inputs.append(xi)
+        (_valid(out, padding, batch_first) * torch.linspace(-1, 1, 32)).sum().backward()
+    _assert_close(outs[0], outs[1], "packed vs dense output")
+    pad_positions = padding if batch_first else padding.t()
+    assert torch.equal(outs[0][pad_positions], torch.zeros(int(padding.sum()), 32))
+    _compare_grads(packed, dense)
+    _assert_close(inputs[0].grad, inputs[1].grad, "input grad")
+    # a mask without any padding equals no mask at all
+    no_pad = torch.zeros(4, 6, dtype=torch.bool)
+    _assert_close(packed(x, src_key_padding_mask=no_pad), dense(x), "all-real mask")
