@@ -406,6 +406,13 @@ def init_distributed() -> tuple[int, int]:
     return dist.get_rank(), dist.get_world_size()
 
 
+def _barrier(world_size: int) -> None:
+    if world_size > 1:
+        import torch.distributed as dist
+
+        dist.barrier()
+
+
 def _all_reduce_sum(values: list[float], world_size: int) -> list[float]:
     if world_size == 1:
         return values
@@ -449,10 +456,7 @@ def pretrain(cfg: PretrainConfig, *, resume: bool = False, overwrite: bool = Fal
     run_dir = cfg.resolved_run_dir()
     if rank == 0:
         run_dir = prepare_run_dir(cfg, resume=resume, overwrite=overwrite)
-    if world_size > 1:
-        import torch.distributed as dist
-
-        dist.barrier()
+    _barrier(world_size)
     log_file = log_to_file(run_dir / LOG_FILE) if rank == 0 else contextlib.nullcontext()
     with log_file, logging_redirect_tqdm():
         return _pretrain(cfg, run_dir, resume, rank, world_size)
@@ -470,11 +474,13 @@ def _pretrain(cfg: PretrainConfig, run_dir: Path, resume: bool, rank: int, world
     if world_size > 1 and device.type == "cuda":
         device = torch.device("cuda", int(os.environ.get("LOCAL_RANK", "0")))
 
+    if rank != 0:  # one voice in the console and the log: rank 0's
+        logging.getLogger("tfm_cls").setLevel(logging.WARNING)
     corpus = build_corpus(cfg)
-    if resume:
-        tokenizer = load_tokenizer(run_dir / TOKENIZER_FILE)
-    else:
-        tokenizer = train_tokenizer(corpus.texts, cfg.tokenizer)
+    if not resume and rank == 0:
+        train_tokenizer(corpus.texts, cfg.tokenizer).save(str(run_dir / TOKENIZER_FILE))
+    _barrier(world_size)  # every rank uses the one tokenizer rank 0 trained and saved
+    tokenizer = load_tokenizer(run_dir / TOKENIZER_FILE)
     special = {tok: tokenizer.token_to_id(tok) for tok in SPECIAL_TOKENS}
     if special[MASK] is None:
         raise ConfigError(f"the tokenizer has no {MASK} token; MLM pretraining needs one")
@@ -483,7 +489,6 @@ def _pretrain(cfg: PretrainConfig, run_dir: Path, resume: bool, rank: int, world
     if rank == 0:
         save_config(cfg, run_dir / CONFIG_FILE)
         A.write_json(run_dir / MODEL_CONFIG_FILE, model.config)
-        tokenizer.save(str(run_dir / TOKENIZER_FILE))
 
     docs = tokenize_documents(tokenizer, corpus.texts)
     eval_docs = tokenize_documents(tokenizer, corpus.eval_texts)
