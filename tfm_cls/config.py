@@ -253,6 +253,7 @@ class ModelConfig:
     norm_first: bool = True
     activation: typing.Literal["gelu", "relu"] = "gelu"
     layer_norm_eps: float = 1e-5
+    position_embedding: typing.Literal["sinusoidal", "learned"] = "sinusoidal"
     init_from: str | None = None
     """Start from pretrained weights: a `tfm-cls pretrain` run directory, a Hugging Face model folder
     (with config.json) or a hub id. The tokenizer then comes from there, not from training."""

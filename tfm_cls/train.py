@@ -1,0 +1,518 @@
+"""Training loop for the classifier: plain PyTorch, readable top to bottom.
+
+    train(cfg)  ->  data -> tokenizer -> model -> AdamW + warmup/decay -> epochs of length-bucketed
+                    batches -> validation evals (best checkpoint, early stopping) -> test of the best
+
+A run is resumable at any optimizer step: the last checkpoint holds model, optimizer, RNG states,
+step and the sampler's (epoch, position), and batch order is a pure function of (seed, epoch), so
+a resumed run ends with the same weights and metrics as an uninterrupted one (CPU).
+Written with (rank, world_size) in mind for DDP: the sampler shards batches, only rank 0 writes.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import dataclasses
+import logging
+import math
+import random
+import time
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import torch
+import torch.nn.functional as F
+import yaml
+from tqdm.auto import tqdm
+from tqdm.contrib.logging import logging_redirect_tqdm
+
+from tfm_cls import artifacts as A
+from tfm_cls.checkpoint import (
+    load_checkpoint,
+    load_weights,
+    rng_state,
+    save_checkpoint,
+    save_weights,
+    set_rng_state,
+)
+from tfm_cls.config import ClassifierConfig, ConfigError, TrainConfig, save_config, to_dict
+from tfm_cls.data import (
+    ClassificationData,
+    LengthBucketSampler,
+    TokenizedSplit,
+    collate,
+    load_data,
+    tokenize_splits,
+)
+from tfm_cls.metrics import classification_metrics, confusion, is_better, report_text
+from tfm_cls.plots import plot_confusion_matrix, plot_training_curves
+from tfm_cls.tokenizer import PAD_ID, configure, load_tokenizer, max_length_of, train_tokenizer
+
+logger = logging.getLogger(__name__)
+
+# Config keys that may differ between a run directory's config and a resumed / rerun one: they
+# do not change what is trained.
+IGNORED_FOR_IDENTITY = {"run_dir", "train.max_minutes", "train.progress", "train.log_every", "train.num_threads"}
+RUN_FILES = (
+    A.CONFIG_FILE, A.MODEL_CONFIG_FILE, A.TOKENIZER_FILE, A.LABELS_FILE, A.WEIGHTS_FILE, A.METRICS_FILE,
+    A.HISTORY_FILE, A.REPORT_FILE, A.CONFUSION_FILE, A.CURVES_FILE, A.LAST_CHECKPOINT, A.LOG_FILE,
+)
+
+
+# ---- learning rate ---------------------------------------------------------------------------------
+
+
+def get_lr(step: int, *, lr: float, warmup_steps: int, total_steps: int, schedule: str, min_lr_ratio: float) -> float:
+    """Learning rate of optimizer step `step` (0-based): linear warmup, then cosine / linear decay
+    to lr * min_lr_ratio at `total_steps`, or constant."""
+    if step < warmup_steps:
+        return lr * (step + 1) / (warmup_steps + 1)
+    if schedule == "constant":
+        return lr
+    min_lr = lr * min_lr_ratio
+    progress = min(1.0, (step - warmup_steps) / max(1, total_steps - warmup_steps))
+    if schedule == "cosine":
+        return min_lr + 0.5 * (1.0 + math.cos(math.pi * progress)) * (lr - min_lr)
+    return min_lr + (1.0 - progress) * (lr - min_lr)  # linear
+
+
+def warmup_of(cfg: TrainConfig, total_steps: int) -> int:
+    return cfg.warmup_steps if cfg.warmup_steps is not None else int(cfg.warmup_ratio * total_steps)
+
+
+# ---- parameters: weight-decay groups, layer-wise learning rates, head-only phase --------------------
+
+
+_EMBEDDING_PREFIXES = ("token_embedding", "token_type_embedding", "positional_encoding", "embedding_norm")
+_HEAD_PREFIXES = ("head", "pooler")
+
+
+def _is_head(name: str) -> bool:
+    return name.split(".")[0] in _HEAD_PREFIXES
+
+
+def _lr_scale(name: str, num_layers: int, decay: float) -> float:
+    """lr scale of a body parameter: encoder layer i (1-based) decay^(L - i), embeddings decay^L,
+    anything above the last layer (final norm) 1."""
+    if name.split(".")[0] in _EMBEDDING_PREFIXES:
+        return decay**num_layers
+    parts = name.split(".")
+    if parts[:2] == ["encoder", "layers"]:
+        return decay ** (num_layers - (int(parts[2]) + 1))
+    return 1.0
+
+
+def param_groups(model: torch.nn.Module, cfg: TrainConfig) -> list[dict[str, Any]]:
+    """AdamW groups: weight decay only on matrices (p.dim() >= 2); one group per learning rate.
+    Each group carries `base_lr`; the schedule scales it every step."""
+    num_layers = len(model.encoder.layers)
+    groups: dict[tuple[float, bool], dict[str, Any]] = {}
+    for name, param in model.named_parameters():
+        if _is_head(name):
+            base_lr = cfg.head_lr if cfg.head_lr is not None else cfg.lr
+        else:
+            base_lr = cfg.lr * _lr_scale(name, num_layers, cfg.layerwise_lr_decay)
+        decay = param.dim() >= 2
+        group = groups.setdefault(
+            (base_lr, decay),
+            {"params": [], "names": [], "base_lr": base_lr, "lr": base_lr, "weight_decay": cfg.weight_decay if decay else 0.0},
+        )
+        group["params"].append(param)
+        group["names"].append(name)
+    return list(groups.values())
+
+
+def set_body_trainable(model: torch.nn.Module, trainable: bool) -> None:
+    """Freeze / unfreeze everything but the head (frozen params get no grad, so AdamW skips them)."""
+    for name, param in model.named_parameters():
+        if not _is_head(name):
+            param.requires_grad_(trainable)
+
+
+# ---- evaluation ------------------------------------------------------------------------------------
+
+
+@torch.no_grad()
+def predict_logits(
+    model: torch.nn.Module, split: TokenizedSplit, batch_size: int, device: torch.device, pad_id: int = PAD_ID,
+) -> np.ndarray:
+    """Logits [N, C] in the split's order (batches sorted by length for speed)."""
+    was_training = model.training
+    model.eval()
+    sampler = LengthBucketSampler(split.lengths, batch_size, shuffle=False)
+    out = np.zeros((len(split), model.config["num_classes"]), dtype=np.float32)
+    for indices in sampler.epoch_batches(0):
+        batch = collate(split, indices, pad_id)
+        logits = model(batch["input_ids"].to(device), batch["attention_mask"].to(device))  # [B, C]
+        out[indices] = logits.float().cpu().numpy()
+    model.train(was_training)
+    return out
+
+
+def evaluate(
+    model: torch.nn.Module, split: TokenizedSplit, labels: list[str], batch_size: int, device: torch.device,
+    pad_id: int = PAD_ID,
+) -> tuple[dict[str, Any], np.ndarray]:
+    """Metrics (loss, accuracy, macro_f1, per_class, seconds, texts_per_second) and the logits."""
+    start = time.perf_counter()
+    logits = predict_logits(model, split, batch_size, device, pad_id)
+    seconds = time.perf_counter() - start
+    loss = F.cross_entropy(torch.from_numpy(logits), torch.from_numpy(split.labels)).item()
+    metrics = {"loss": loss, **classification_metrics(split.labels, logits.argmax(-1), labels)}
+    metrics.update(examples=len(split), seconds=seconds, texts_per_second=len(split) / max(seconds, 1e-9))
+    return metrics, logits
+
+
+# ---- run directory -----------------------------------------------------------------------------------
+
+
+def _flatten(d: dict[str, Any], prefix: str = "") -> dict[str, Any]:
+    out = {}
+    for key, value in d.items():
+        if isinstance(value, dict) and key != "rename_columns":
+            out.update(_flatten(value, f"{prefix}{key}."))
+        else:
+            out[f"{prefix}{key}"] = value
+    return out
+
+
+def config_differences(saved: dict[str, Any], current: dict[str, Any]) -> list[str]:
+    a, b = _flatten(saved), _flatten(current)
+    return sorted(k for k in set(a) | set(b) if k not in IGNORED_FOR_IDENTITY and a.get(k) != b.get(k))
+
+
+def prepare_run_dir(cfg: ClassifierConfig, *, resume: bool, overwrite: bool) -> Path:
+    """Check the run directory may take this run. Refuses one that holds a different run (unless
+    `overwrite`); `resume` needs the same run and its last checkpoint; a rerun of the same config
+    starts over."""
+    run_dir = cfg.resolved_run_dir()
+    saved_config = run_dir / A.CONFIG_FILE
+    if resume:
+        if not saved_config.is_file() or not (run_dir / A.LAST_CHECKPOINT).is_file():
+            raise A.RunDirError(f"--resume: {run_dir} holds no checkpoint to resume ({A.LAST_CHECKPOINT} missing)")
+    if saved_config.is_file():
+        saved = yaml.safe_load(saved_config.read_text(encoding="utf-8")) or {}
+        differs = config_differences(saved, to_dict(cfg))
+        if differs and not overwrite:
+            shown = ", ".join(f"{k}: {_flatten(saved).get(k)!r} -> {_flatten(to_dict(cfg)).get(k)!r}" for k in differs[:5])
+            raise A.RunDirError(
+                f"{run_dir} already holds a different run ({shown}); pass --overwrite to replace it, "
+                "or choose another run_dir=PATH / name=NAME"
+            )
+        if resume and differs:
+            raise A.RunDirError(f"--resume with --overwrite makes no sense: {run_dir} holds a different run")
+        if not resume:
+            logger.info("%s: replacing the previous run's files", run_dir)
+            for name in RUN_FILES:
+                (run_dir / name).unlink(missing_ok=True)
+    elif run_dir.is_dir() and any(run_dir.iterdir()) and not overwrite:
+        raise A.RunDirError(
+            f"{run_dir} exists and is not empty, but holds no tfm_cls run ({A.CONFIG_FILE} missing); "
+            "pass --overwrite to write into it anyway, or choose another run_dir=PATH"
+        )
+    run_dir.mkdir(parents=True, exist_ok=True)
+    return run_dir
+
+
+@contextlib.contextmanager
+def log_to_file(path: Path) -> Iterator[None]:
+    """Copy this package's log records into `path` (train.log) for the duration."""
+    package_logger = logging.getLogger("tfm_cls")
+    handler = logging.FileHandler(path, encoding="utf-8")
+    handler.setFormatter(logging.Formatter("%(asctime)s %(levelname)s %(name)s: %(message)s", "%H:%M:%S"))
+    old_level = package_logger.level
+    if package_logger.getEffectiveLevel() > logging.INFO:
+        package_logger.setLevel(logging.INFO)
+    package_logger.addHandler(handler)
+    try:
+        yield
+    finally:
+        package_logger.removeHandler(handler)
+        package_logger.setLevel(old_level)
+        handler.close()
+
+
+# ---- setup -----------------------------------------------------------------------------------------
+
+
+def seed_everything(seed: int) -> None:
+    random.seed(seed)
+    np.random.seed(seed)
+    torch.manual_seed(seed)
+
+
+def resolve_device(name: str) -> torch.device:
+    if name == "auto":
+        return torch.device("cuda" if torch.cuda.is_available() else "cpu")
+    device = torch.device(name)
+    if device.type == "cuda" and not torch.cuda.is_available():
+        raise ConfigError(f"train.device={name}: CUDA is not available on this machine")
+    return device
+
+
+def build_model_and_tokenizer(
+    cfg: ClassifierConfig, data: ClassificationData, run_dir: Path, resume: bool
+) -> tuple[torch.nn.Module, Any]:
+    """The classifier and its tokenizer: from `model.init_from`, or trained on the training texts."""
+    num_classes = len(data.labels)
+    if resume:  # exactly what the interrupted run built (weights come from the checkpoint)
+        tokenizer = load_tokenizer(run_dir / A.TOKENIZER_FILE)
+        model = A.build_model(A.read_json(run_dir / A.MODEL_CONFIG_FILE))
+    elif cfg.model.init_from:
+        from tfm_cls.init_from import load_pretrained
+
+        model, tokenizer = load_pretrained(cfg.model.init_from, cfg.model, num_classes)
+        tokenizer = configure_truncation(tokenizer, cfg.tokenizer.max_length)
+    else:
+        tokenizer = train_tokenizer(data.splits["train"]["text"], cfg.tokenizer)
+        model = A.build_model(
+            dict(vocab_size=tokenizer.get_vocab_size(), num_classes=num_classes, pad_token_id=PAD_ID, **cfg.model.model_kwargs())
+        )
+    max_length, max_len = max_length_of(tokenizer), model.config["max_len"]
+    if max_length > max_len:
+        raise ConfigError(
+            f"tokenizer.max_length={max_length} exceeds the model's positional encoding (max_len={max_len}); "
+            "lower tokenizer.max_length"
+        )
+    if tokenizer.get_vocab_size() > model.config["vocab_size"]:
+        raise ConfigError(
+            f"tokenizer has {tokenizer.get_vocab_size()} tokens but the model's embedding only {model.config['vocab_size']}"
+        )
+    return model, tokenizer
+
+
+def configure_truncation(tokenizer: Any, max_length: int) -> Any:
+    """A pretrained tokenizer keeps its own template; we only set truncation (and padding)."""
+    if tokenizer.post_processor is None:
+        return configure(tokenizer, max_length)
+    tokenizer.enable_truncation(max_length=max_length)
+    pad_id = tokenizer.token_to_id("[PAD]")
+    tokenizer.enable_padding(pad_id=pad_id if pad_id is not None else PAD_ID, pad_token="[PAD]")
+    return tokenizer
+
+
+# ---- the loop -----------------------------------------------------------------------------------------
+
+
+@dataclasses.dataclass
+class TrainState:
+    """Everything besides model and optimizer that a resumed run needs."""
+
+    step: int = 0
+    epoch: int = 0
+    position: int = 0  # batches of `epoch` already consumed
+    seconds: float = 0.0  # training wall time so far (across resumes)
+    tokens: int = 0  # non-padding training tokens so far
+    best_value: float | None = None
+    best_step: int = -1
+    bad_evals: int = 0
+    last_eval_step: int = -1
+    loss_sum: float = 0.0  # train loss since the last log line
+    loss_count: int = 0
+    stopped: str = ""
+    history: dict[str, list[dict[str, Any]]] = dataclasses.field(default_factory=lambda: {"train": [], "eval": []})
+
+
+def train(cfg: ClassifierConfig, *, resume: bool = False, overwrite: bool = False) -> dict[str, Any]:
+    """Train, evaluate and write the run directory; returns the contents of metrics.json."""
+    run_dir = prepare_run_dir(cfg, resume=resume, overwrite=overwrite)
+    with log_to_file(run_dir / A.LOG_FILE), logging_redirect_tqdm():
+        return _train(cfg, run_dir, resume)
+
+
+def _train(cfg: ClassifierConfig, run_dir: Path, resume: bool) -> dict[str, Any]:
+    tc = cfg.train
+    rank, world_size = 0, 1  # DDP: from torch.distributed; every write below is rank 0's
+    if tc.num_threads:
+        torch.set_num_threads(tc.num_threads)
+    seed_everything(cfg.seed)
+    device = resolve_device(tc.device)
+
+    data = load_data(cfg.data)
+    model, tokenizer = build_model_and_tokenizer(cfg, data, run_dir, resume)
+    model.to(device)
+    pad_id = model.config.get("pad_token_id") or PAD_ID
+    save_config(cfg, run_dir / A.CONFIG_FILE)
+    A.write_json(run_dir / A.MODEL_CONFIG_FILE, model.config)
+    A.write_json(run_dir / A.LABELS_FILE, data.labels)
+    tokenizer.save(str(run_dir / A.TOKENIZER_FILE))
+
+    splits = tokenize_splits(data.splits, tokenizer)
+    train_split = splits["train"]
+    sampler = LengthBucketSampler(
+        train_split.lengths, tc.batch_size, shuffle=True, seed=cfg.seed, bucket_batches=tc.bucket_batches,
+        rank=rank, world_size=world_size,
+    )
+    batches_per_epoch = len(sampler)
+    steps_per_epoch = math.ceil(batches_per_epoch / tc.grad_accum_steps)
+    planned_steps = tc.max_steps or tc.epochs * steps_per_epoch
+    num_params = sum(p.numel() for p in model.parameters())
+    logger.info(
+        "model: %.2fM parameters, %d layers, d_model %d; %d train batches per epoch, %d steps planned, device %s",
+        num_params / 1e6, len(model.encoder.layers), model.config["d_model"], batches_per_epoch, planned_steps, device,
+    )
+
+    optimizer = torch.optim.AdamW(param_groups(model, tc), lr=tc.lr, betas=tuple(tc.betas))
+    state = TrainState()
+    if resume:
+        ckpt = load_checkpoint(run_dir / A.LAST_CHECKPOINT)
+        model.load_state_dict(ckpt["model"])
+        optimizer.load_state_dict(ckpt["optimizer"])
+        state = TrainState(**ckpt["state"])
+        set_rng_state(ckpt["rng"])
+        logger.info("resumed from step %d (epoch %d, batch %d)", state.step, state.epoch, state.position)
+
+    def checkpoint() -> None:
+        if rank == 0:
+            save_checkpoint(
+                run_dir / A.LAST_CHECKPOINT,
+                {"model": model.state_dict(), "optimizer": optimizer.state_dict(), "rng": rng_state(),
+                 "state": dataclasses.asdict(state), "step": state.step},
+            )
+
+    def run_eval() -> None:
+        metrics, _ = evaluate(model, splits["validation"], data.labels, tc.eval_batch_size, device, pad_id)
+        value = metrics[tc.best_metric]
+        state.last_eval_step = state.step
+        state.history["eval"].append(
+            {"step": state.step, "epoch": state.epoch, **{k: metrics[k] for k in ("loss", "accuracy", "macro_f1")}}
+        )
+        if is_better(tc.best_metric, value, state.best_value):
+            state.best_value, state.best_step, state.bad_evals = value, state.step, 0
+            if rank == 0:
+                save_weights(model, run_dir / A.WEIGHTS_FILE)
+        else:
+            state.bad_evals += 1
+        logger.info(
+            "step %d: validation loss %.4f accuracy %.4f macro-F1 %.4f (best %s %.4f at step %d)",
+            state.step, metrics["loss"], metrics["accuracy"], metrics["macro_f1"], tc.best_metric,
+            state.best_value, state.best_step,
+        )
+        if tc.early_stopping_patience and state.bad_evals >= tc.early_stopping_patience:
+            state.stopped = f"early stopping: {state.bad_evals} evaluations without a better {tc.best_metric}"
+
+    total_steps = planned_steps
+    set_body_trainable(model, state.step >= tc.head_only_steps)
+    model.train()
+    session_start, session_start_seconds = time.perf_counter(), state.seconds
+    rate_start = (time.perf_counter(), state.step)
+    budget = tc.max_minutes * 60 if tc.max_minutes else None
+
+    while not state.stopped and state.epoch < tc.epochs and state.step < planned_steps:
+        batches = sampler.epoch_batches(state.epoch)
+        bar = tqdm(
+            total=len(batches), initial=state.position, desc=f"epoch {state.epoch + 1}/{tc.epochs}",
+            disable=not tc.progress, leave=False, dynamic_ncols=True,
+        )
+        window_start, window_tokens = time.perf_counter(), 0
+        while state.position < len(batches) and not state.stopped:
+            # One optimizer step: up to grad_accum_steps micro-batches (fewer at the epoch's end).
+            micro = batches[state.position : state.position + tc.grad_accum_steps]
+            for indices in micro:
+                batch = {k: v.to(device) for k, v in collate(train_split, indices, pad_id).items()}
+                logits = model(batch["input_ids"], batch["attention_mask"])  # [B, C]
+                loss = F.cross_entropy(logits, batch["labels"], label_smoothing=tc.label_smoothing)
+                (loss / len(micro)).backward()
+                state.loss_sum += loss.item()
+                state.loss_count += 1
+                tokens = int(batch["attention_mask"].sum())
+                state.tokens += tokens
+                window_tokens += tokens
+            if tc.grad_clip > 0:
+                torch.nn.utils.clip_grad_norm_(model.parameters(), tc.grad_clip)
+            lr = get_lr(state.step, lr=1.0, warmup_steps=warmup_of(tc, total_steps), total_steps=total_steps,
+                        schedule=tc.schedule, min_lr_ratio=tc.min_lr_ratio)
+            for group in optimizer.param_groups:
+                group["lr"] = group["base_lr"] * lr
+            optimizer.step()
+            optimizer.zero_grad(set_to_none=True)
+            state.step += 1
+            state.position += len(micro)
+            bar.update(len(micro))
+            if state.step == tc.head_only_steps:
+                set_body_trainable(model, True)
+
+            now = time.perf_counter()
+            state.seconds = session_start_seconds + (now - session_start)
+            if budget is not None:
+                # Stretch the decay to end with the time budget: project the steps still affordable.
+                rate = (state.step - rate_start[1]) / max(now - rate_start[0], 1e-9)
+                affordable = state.step + int(rate * max(budget - state.seconds, 0.0))
+                total_steps = max(state.step + 1, min(planned_steps, affordable))
+            if state.step % tc.log_every == 0 or state.position >= len(batches):
+                tokens_per_s = window_tokens / max(now - window_start, 1e-9)
+                mean_loss = state.loss_sum / max(state.loss_count, 1)
+                state.history["train"].append({"step": state.step, "loss": mean_loss, "lr": tc.lr * lr})
+                bar.set_postfix(loss=f"{mean_loss:.4f}", lr=f"{tc.lr * lr:.2e}", tok_s=f"{tokens_per_s:,.0f}")
+                logger.debug("step %d loss %.4f lr %.3e tokens/s %.0f", state.step, mean_loss, tc.lr * lr, tokens_per_s)
+                state.loss_sum, state.loss_count, window_tokens, window_start = 0.0, 0, 0, now
+            if tc.eval_every and state.step % tc.eval_every == 0:
+                run_eval()
+            if state.step >= planned_steps:
+                state.stopped = f"reached {planned_steps} steps"
+            elif budget is not None and state.seconds >= budget:
+                state.stopped = f"time budget of {tc.max_minutes} minutes used"
+            if state.position >= len(batches):
+                break
+            if (tc.checkpoint_every and state.step % tc.checkpoint_every == 0) or state.last_eval_step == state.step:
+                checkpoint()
+        bar.close()
+        if state.position >= len(batches):  # epoch done
+            state.epoch, state.position = state.epoch + 1, 0
+            if not tc.eval_every and state.last_eval_step != state.step:
+                run_eval()
+            checkpoint()
+    if state.last_eval_step != state.step or state.best_step < 0:
+        run_eval()
+        checkpoint()
+    state.stopped = state.stopped or f"completed {tc.epochs} epochs"
+    logger.info("training stopped (%s) after %d steps, %.1f s", state.stopped, state.step, state.seconds)
+    epochs_done = state.epoch + state.position / batches_per_epoch
+    return finish_run(cfg, run_dir, model, data, splits, state, device, pad_id, num_params, epochs_done)
+
+
+def finish_run(
+    cfg: ClassifierConfig, run_dir: Path, model: torch.nn.Module, data: ClassificationData,
+    splits: dict[str, TokenizedSplit], state: TrainState, device: torch.device, pad_id: int, num_params: int,
+    epochs_done: float,
+) -> dict[str, Any]:
+    """Evaluate the best weights on validation and test; write metrics, report and figures."""
+    load_weights(model, run_dir / A.WEIGHTS_FILE)
+    tc = cfg.train
+    results: dict[str, Any] = {}
+    for name in ("validation", "test"):
+        results[name], logits = evaluate(model, splits[name], data.labels, tc.eval_batch_size, device, pad_id)
+    predictions = logits.argmax(-1)
+    test = splits["test"]
+    metrics = {
+        **results,
+        "best_step": state.best_step,
+        "best_metric": tc.best_metric,
+        "steps": state.step,
+        "epochs": epochs_done,
+        "stopped": state.stopped,
+        "train_seconds": state.seconds,
+        "train_tokens_per_second": state.tokens / max(state.seconds, 1e-9),
+        "num_parameters": num_params,
+        "labels": data.labels,
+        "data": {
+            "source": data.source,
+            "carved_from_train": data.carved,
+            **{f"{name}_examples": len(split) for name, split in splits.items()},
+            "truncated": {name: split.num_truncated for name, split in splits.items()},
+            "empty": {name: split.num_empty for name, split in splits.items()},
+        },
+    }
+    A.write_json(run_dir / A.METRICS_FILE, metrics)
+    A.write_json(run_dir / A.HISTORY_FILE, state.history)
+    (run_dir / A.REPORT_FILE).write_text(report_text(test.labels, predictions, data.labels), encoding="utf-8")
+    plot_confusion_matrix(confusion(test.labels, predictions, len(data.labels)), data.labels, run_dir / A.CONFUSION_FILE)
+    plot_training_curves(state.history, run_dir / A.CURVES_FILE, tc.best_metric)
+    logger.info(
+        "best (step %d): validation accuracy %.4f macro-F1 %.4f | test accuracy %.4f macro-F1 %.4f -> %s",
+        state.best_step, results["validation"]["accuracy"], results["validation"]["macro_f1"],
+        results["test"]["accuracy"], results["test"]["macro_f1"], run_dir,
+    )
+    return metrics
