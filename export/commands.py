@@ -20,7 +20,7 @@ def register_commands(subparsers: argparse._SubParsersAction) -> None:
     p = subparsers.add_parser("export", help="export a trained run's classifier to RUN/model.onnx and verify it")
     p.add_argument("--run", required=True, help="run directory written by `tfm-cls train`")
     p.add_argument("--output", help="output file (default RUN/model.onnx)")
-    p.add_argument("--no-fuse", action="store_true", help="standard ONNX ops only, no onnxruntime fusions")
+    p.add_argument("--fuse", action="store_true", help="pre-fuse attention/GELU/LayerNorm into onnxruntime contrib ops")
     p.add_argument("--no-verify", action="store_true", help="skip verification against the PyTorch model")
     p.add_argument("--providers", help="comma-separated providers to verify on (default: CPU, plus CUDA if present)")
     p.set_defaults(func=run_export)
@@ -49,7 +49,7 @@ def run_export(args: argparse.Namespace) -> int:
     from tfm_cls.artifacts import RunDirError, load_run
 
     try:
-        path = export_run(args.run, args.output, fuse=not args.no_fuse)
+        path = export_run(args.run, args.output, fuse=args.fuse)
     except (RunDirError, ExportError) as err:
         logger.error("%s", err)
         return 2

@@ -188,13 +188,15 @@ def build_metadata(
 
 
 def export_graph(
-    model: nn.Module, spec: ExportSpec, path: str | Path, metadata: dict[str, str], fuse: bool = True
+    model: nn.Module, spec: ExportSpec, path: str | Path, metadata: dict[str, str], fuse: bool = False
 ) -> Path:
     """Trace `model` as the graph of `spec` and write ONE self-contained .onnx file with `metadata`.
 
     `fuse`: rewrite attention, GELU and residual+LayerNorm into onnxruntime's fused contrib ops
-    (MultiHeadAttention, BiasGelu, SkipLayerNormalization) with onnxscript's ORT fusion rules.
-    The file then needs onnxruntime, which is what we deploy on; `fuse=False` keeps standard ops.
+    (MultiHeadAttention, BiasGelu, SkipLayerNormalization) with onnxscript's ORT fusion rules; the
+    file then runs on onnxruntime only. Off by default: onnxruntime applies its own fusions when
+    it loads a standard-ops graph, and benchmarks/bench_infer.py measured no gain from fusing
+    ahead of time on our models (docs/export.md).
     """
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
@@ -241,7 +243,7 @@ def export_classifier(
     tokenizer: Tokenizer | None,
     labels: list[str],
     max_length: int | None = None,
-    fuse: bool = True,
+    fuse: bool = False,
 ) -> Path:
     """TransformerClassifier -> one .onnx file (logits and probabilities) with tokenizer and labels inside."""
     num_classes = int(model_config(model)["num_classes"])
@@ -259,7 +261,7 @@ def export_seq2seq(
     max_length: int | None = None,
     bos_id: int | None = None,
     eos_id: int | None = None,
-    fuse: bool = True,
+    fuse: bool = False,
 ) -> dict[str, Path]:
     """Seq2SeqTransformer -> model.onnx (monolithic), encoder.onnx and decoder.onnx in `out_dir`."""
     out_dir = Path(out_dir)
@@ -278,7 +280,7 @@ def export_seq2seq(
     return paths
 
 
-def export_run(run_dir: str | Path, output: str | Path | None = None, fuse: bool = True) -> Path:
+def export_run(run_dir: str | Path, output: str | Path | None = None, fuse: bool = False) -> Path:
     """Export the trained classifier of a run directory to `output` (default RUN/model.onnx)."""
     from tfm_cls.artifacts import load_run
 

@@ -22,19 +22,22 @@ from export.verify import VerificationError, verify
 
 
 @pytest.mark.parametrize(
-    ("pooling", "norm_first"),
+    ("pooling", "norm_first", "fuse"),
     [
-        ("cls", False),
-        ("max", True),
-        pytest.param("mean", False, marks=pytest.mark.slow),
-        pytest.param("cls", True, marks=pytest.mark.slow),
-        pytest.param("max", False, marks=pytest.mark.slow),
+        ("cls", False, False),
+        ("max", True, True),  # also the onnxruntime-fused graph
+        pytest.param("mean", False, False, marks=pytest.mark.slow),
+        pytest.param("cls", True, False, marks=pytest.mark.slow),
+        pytest.param("max", False, False, marks=pytest.mark.slow),
+        pytest.param("mean", True, True, marks=pytest.mark.slow),
     ],
 )
-def test_export_and_verify_each_pooling_and_norm(pooling, norm_first, tmp_path):
-    # (mean, pre-norm) is the shared `classifier_onnx` fixture, verified below.
+def test_export_and_verify_each_pooling_and_norm(pooling, norm_first, fuse, tmp_path):
+    # (mean, pre-norm, unfused) is the shared `classifier_onnx` fixture, verified below.
     model = tiny_classifier(pooling, norm_first, seed=1)
-    path = export_classifier(model, tmp_path / "model.onnx", tokenizer=None, labels=LABELS)
+    path = export_classifier(model, tmp_path / "model.onnx", tokenizer=None, labels=LABELS, fuse=fuse)
+    ops = {n.op_type for n in onnx.load(str(path)).graph.node}
+    assert ("MultiHeadAttention" in ops) == fuse
     report = verify(model, path)
     assert report.ok
     names = [c.name for c in report.checks]
@@ -146,7 +149,7 @@ class _NaNOnEmptyRows(nn.Module):
 
 def test_verify_fails_on_nan_for_fully_padded_row(tmp_path):
     model = _NaNOnEmptyRows().eval()
-    path = export_classifier(model, tmp_path / "nan.onnx", tokenizer=None, labels=["a", "b"], fuse=False)
+    path = export_classifier(model, tmp_path / "nan.onnx", tokenizer=None, labels=["a", "b"])
     with pytest.raises(VerificationError, match="NaN") as excinfo:
         verify(model, path)
     assert "fully padded" in str(excinfo.value)

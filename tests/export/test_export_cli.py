@@ -31,7 +31,7 @@ def run_dir(classifier, tokenizer, tmp_path_factory):
 
 
 def test_export_then_verify_on_a_run(run_dir, capsys):
-    assert commands.run_export(Namespace(run=str(run_dir), output=None, no_fuse=False, no_verify=False, providers=None)) == 0
+    assert commands.run_export(Namespace(run=str(run_dir), output=None, fuse=False, no_verify=False, providers=None)) == 0
     assert (run_dir / "model.onnx").is_file() and not list(run_dir.glob("*.data"))
     assert "PASSED" in capsys.readouterr().out
     meta = {p.key: p.value for p in onnx.load(str(run_dir / "model.onnx")).metadata_props}
@@ -63,6 +63,6 @@ def test_verify_onnx_without_export_says_what_to_do(run_dir, tmp_path, caplog):
 
 
 def test_export_of_a_missing_run_is_a_clear_error(tmp_path, caplog):
-    args = Namespace(run=str(tmp_path / "nope"), output=None, no_fuse=False, no_verify=False, providers=None)
+    args = Namespace(run=str(tmp_path / "nope"), output=None, fuse=False, no_verify=False, providers=None)
     assert commands.run_export(args) == 2
     assert "does not exist" in caplog.text

@@ -1,0 +1,434 @@
+"""Inference speed, side by side: torch eager, torch's nn.TransformerEncoder fast path, onnxruntime
+fp32 (standard ops and with ORT fusions) and onnxruntime int8, on a trained classifier and real
+texts (SST-2 test split).
+
+    python benchmarks/bench_infer.py --data-root ../shared/data [--run runs/sst2] [--quick]
+
+Measured:
+  * latency per batch at batch 1 / length 64 and batch 32 / length 128 (real text tokens packed
+    to exactly that length, no padding), median of repeated runs;
+  * an ORT settings sweep at batch 1 (graph optimization level, fusions, intra-op threads);
+  * end to end texts/s over the test texts, tokenization included, with accuracy;
+  * TF-IDF + LinearSVC predict throughput for reference.
+A table goes to stdout and bench_results/bench_infer.md, everything to bench_results/bench_infer.json.
+Without --run a small model is trained on SST-2 first (a few minutes; seconds with --quick).
+The machine may be shared: the JSON records the load average before and after.
+"""
+
+from __future__ import annotations
+
+import argparse
+import copy
+import json
+import logging
+import os
+import platform
+import statistics
+import sys
+import tempfile
+import time
+from collections.abc import Callable
+from pathlib import Path
+
+import numpy as np
+import onnxruntime as ort
+import torch
+from torch import nn
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+
+from export.exporter import export_run  # noqa: E402
+from export.infer import Classifier  # noqa: E402
+from export.quantize import quantize_model  # noqa: E402
+from export.verify import verify  # noqa: E402
+from tfm_cls.artifacts import load_run  # noqa: E402
+
+log = logging.getLogger("bench_infer")
+
+SHAPES = [(1, 64), (32, 128)]
+
+
+# ---- data and model ----------------------------------------------------------------------------
+
+
+def read_jsonl(path: Path, limit: int | None = None) -> tuple[list[str], list[int]]:
+    texts, labels = [], []
+    with path.open(encoding="utf-8") as f:
+        for line in f:
+            row = json.loads(line)
+            texts.append(row["text"])
+            labels.append(int(row["label"]))
+            if limit and len(texts) >= limit:
+                break
+    return texts, labels
+
+
+def train_small(data_dir: Path, run_dir: Path, quick: bool) -> Path:
+    """A small classifier on SST-2 with the project's own training code."""
+    from tfm_cls.config import ClassifierConfig, DataConfig, TokenizerConfig, TrainConfig
+    from tfm_cls.train import train
+
+    cfg = ClassifierConfig(
+        name="bench-infer",
+        run_dir=str(run_dir),
+        data=DataConfig(path=str(data_dir), max_train_samples=3000 if quick else None),
+        tokenizer=TokenizerConfig(vocab_size=8000, max_length=128),
+        train=TrainConfig(
+            epochs=1,
+            max_steps=40 if quick else None,
+            max_minutes=None if quick else 3.0,
+            batch_size=32,
+            lr=1e-3,
+            progress=False,
+            eval_every=None,
+        ),
+    )
+    log.info("training a small model on %s into %s", data_dir, run_dir)
+    train(cfg, overwrite=True)
+    return run_dir
+
+
+class FastPathEncoder(nn.Module):
+    """Our classifier with its encoder swapped for torch.nn.TransformerEncoder (same state-dict
+    keys), which takes torch's fused inference fast path in eval mode under inference_mode."""
+
+    @staticmethod
+    def build(model: nn.Module) -> nn.Module:
+        cfg = model.config
+        layer = nn.TransformerEncoderLayer(
+            cfg["d_model"],
+            cfg["nhead"],
+            cfg["dim_feedforward"],
+            dropout=0.0,
+            activation=cfg["activation"],
+            layer_norm_eps=cfg["layer_norm_eps"],
+            batch_first=True,
+            norm_first=cfg["norm_first"],
+        )
+        norm = nn.LayerNorm(cfg["d_model"], eps=cfg["layer_norm_eps"]) if cfg["norm_first"] else None
+        encoder = nn.TransformerEncoder(layer, cfg["num_layers"], norm=norm, enable_nested_tensor=not cfg["norm_first"])
+        encoder.load_state_dict(model.encoder.state_dict())  # keys are torch's: strict load proves it
+        fast = copy.deepcopy(model)
+        fast.encoder = encoder
+        return fast.eval()
+
+
+def packed_batch(tokenizer, texts: list[str], batch: int, length: int) -> tuple[np.ndarray, np.ndarray]:
+    """[batch, length] ids of real text: consecutive texts' tokens packed, [CLS] ... [SEP] around."""
+    tok = copy.deepcopy(tokenizer)
+    tok.no_truncation()
+    tok.no_padding()
+    cls_id, sep_id = tok.token_to_id("[CLS]"), tok.token_to_id("[SEP]")
+    stream: list[int] = []
+    for enc in tok.encode_batch(texts[: batch * length], add_special_tokens=False):
+        stream.extend(enc.ids)
+        if len(stream) >= batch * (length - 2):
+            break
+    rows = [[cls_id, *stream[i * (length - 2) : (i + 1) * (length - 2)], sep_id] for i in range(batch)]
+    ids = np.array(rows, dtype=np.int64)
+    return ids, np.ones_like(ids)
+
+
+# ---- timing ------------------------------------------------------------------------------------
+
+
+def time_interleaved(
+    fns: dict[str, Callable[[], object]], min_seconds: float, min_rounds: int, warmup: int = 3
+) -> dict[str, dict[str, float]]:
+    """Median latency of each function, run round-robin (one call of each per round) so that a
+    change of load on a shared machine hits every engine alike."""
+    for fn in fns.values():
+        for _ in range(warmup):
+            fn()
+    times: dict[str, list[float]] = {name: [] for name in fns}
+    start, rounds = time.perf_counter(), 0
+    while rounds < min_rounds or (time.perf_counter() - start < min_seconds and rounds < 20 * min_rounds):
+        for name, fn in fns.items():
+            t = time.perf_counter()
+            fn()
+            times[name].append(time.perf_counter() - t)
+        rounds += 1
+    return {
+        name: {"median_ms": 1000 * statistics.median(ts), "p90_ms": 1000 * float(np.percentile(ts, 90)), "runs": len(ts)}
+        for name, ts in times.items()
+    }
+
+
+def ort_session(path: Path, threads: int, level: str = "all", spin: bool = True) -> ort.InferenceSession:
+    options = ort.SessionOptions()
+    options.intra_op_num_threads = threads
+    if not spin:  # idle worker threads sleep instead of spin-waiting: kinder to a shared machine
+        options.add_session_config_entry("session.intra_op.allow_spinning", "0")
+    options.inter_op_num_threads = 1
+    options.execution_mode = ort.ExecutionMode.ORT_SEQUENTIAL
+    options.graph_optimization_level = {
+        "disabled": ort.GraphOptimizationLevel.ORT_DISABLE_ALL,
+        "basic": ort.GraphOptimizationLevel.ORT_ENABLE_BASIC,
+        "extended": ort.GraphOptimizationLevel.ORT_ENABLE_EXTENDED,
+        "all": ort.GraphOptimizationLevel.ORT_ENABLE_ALL,
+    }[level]
+    return ort.InferenceSession(str(path), sess_options=options, providers=["CPUExecutionProvider"])
+
+
+def torch_runner(model: nn.Module, ids: np.ndarray, mask: np.ndarray) -> Callable[[], object]:
+    ids_t, mask_t = torch.from_numpy(ids), torch.from_numpy(mask)
+
+    def run():
+        with torch.inference_mode():
+            return model(ids_t, mask_t)
+
+    return run
+
+
+def ort_runner(session: ort.InferenceSession, ids: np.ndarray, mask: np.ndarray) -> Callable[[], object]:
+    feeds = {"input_ids": ids, "attention_mask": mask}
+    return lambda: session.run(["logits"], feeds)
+
+
+def optimized_ops(path: Path, work_dir: Path) -> dict[str, int]:
+    """Op counts of the graph as onnxruntime runs it after its own (level ALL) optimizations."""
+    import onnx
+
+    options = ort.SessionOptions()
+    options.graph_optimization_level = ort.GraphOptimizationLevel.ORT_ENABLE_ALL
+    options.optimized_model_filepath = str(work_dir / f"{path.stem}.ort-optimized.onnx")
+    ort.InferenceSession(str(path), sess_options=options, providers=["CPUExecutionProvider"])
+    nodes = onnx.load(options.optimized_model_filepath).graph.node
+    counts: dict[str, int] = {}
+    for node in nodes:
+        counts[node.op_type] = counts.get(node.op_type, 0) + 1
+    return dict(sorted(counts.items(), key=lambda kv: -kv[1]))
+
+
+def profile_ops(path: Path, ids: np.ndarray, mask: np.ndarray, work_dir: Path, runs: int = 50) -> dict[str, float]:
+    """Share of kernel time per op type (onnxruntime's profiler, one thread)."""
+    options = ort.SessionOptions()
+    options.intra_op_num_threads = 1
+    options.enable_profiling = True
+    options.profile_file_prefix = str(work_dir / f"profile_{path.stem}")
+    session = ort.InferenceSession(str(path), sess_options=options, providers=["CPUExecutionProvider"])
+    for _ in range(runs):
+        session.run(["logits"], {"input_ids": ids, "attention_mask": mask})
+    events = json.loads(Path(session.end_profiling()).read_text())
+    per_op: dict[str, float] = {}
+    for ev in events:
+        if ev.get("cat") == "Node" and ev.get("name", "").endswith("_kernel_time"):
+            op = ev.get("args", {}).get("op_name", "?")
+            per_op[op] = per_op.get(op, 0.0) + ev.get("dur", 0)
+    total = sum(per_op.values()) or 1.0
+    return {op: round(100 * us / total, 1) for op, us in sorted(per_op.items(), key=lambda kv: -kv[1])[:10]}
+
+
+# ---- end to end --------------------------------------------------------------------------------
+
+
+def torch_end_to_end(model: nn.Module, tokenizer, texts: list[str], batch_size: int) -> np.ndarray:
+    """Tokenize, sort by length, batch, run: the same recipe as export/infer.py, in torch."""
+    tok = copy.deepcopy(tokenizer)
+    tok.no_padding()
+    encodings = tok.encode_batch(texts)
+    order = sorted(range(len(texts)), key=lambda i: len(encodings[i].ids))
+    pred = np.empty(len(texts), dtype=np.int64)
+    with torch.inference_mode():
+        for start in range(0, len(order), batch_size):
+            rows = order[start : start + batch_size]
+            length = max(len(encodings[i].ids) for i in rows)
+            ids = torch.zeros(len(rows), length, dtype=torch.long)
+            mask = torch.zeros(len(rows), length, dtype=torch.long)
+            for r, i in enumerate(rows):
+                n = len(encodings[i].ids)
+                ids[r, :n] = torch.tensor(encodings[i].ids)
+                mask[r, :n] = 1
+            pred[rows] = model(ids, mask).argmax(-1).numpy()
+    return pred
+
+
+def tfidf_svm(train_texts: list[str], train_labels: list[int], texts: list[str], labels: list[int]) -> dict:
+    from sklearn.feature_extraction.text import TfidfVectorizer
+    from sklearn.pipeline import make_pipeline
+    from sklearn.svm import LinearSVC
+
+    pipe = make_pipeline(TfidfVectorizer(ngram_range=(1, 2), min_df=2, sublinear_tf=True), LinearSVC())
+    pipe.fit(train_texts, train_labels)
+    pipe.predict(texts[:50])
+    start = time.perf_counter()
+    pred = pipe.predict(texts)
+    seconds = time.perf_counter() - start
+    return {"texts_per_s": len(texts) / seconds, "accuracy": float((pred == np.array(labels)).mean())}
+
+
+# ---- main --------------------------------------------------------------------------------------
+
+
+def main(argv: list[str] | None = None) -> int:
+    p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    p.add_argument("--data-root", default="../shared/data")
+    p.add_argument("--dataset", default="sst2")
+    p.add_argument("--run", help="trained run directory (default: train a small one first)")
+    p.add_argument(
+        "--threads",
+        type=int,
+        default=1,
+        help="torch and onnxruntime intra-op threads of the main tables (default 1: on a shared machine more "
+        "threads than idle cores make torch's OpenMP spin-waits explode); the sweep also tries all cores",
+    )
+    p.add_argument("--quick", action="store_true", help="few texts and runs, tiny training: checks the script works")
+    p.add_argument("--out", default="bench_results")
+    args = p.parse_args(argv)
+    logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s: %(message)s", datefmt="%H:%M:%S")
+    torch.set_num_threads(args.threads)
+    # (seconds, rounds) at least, per shape
+    budget = {1: (0.5, 5), 32: (0.5, 2)} if args.quick else {1: (5.0, 50), 32: (10.0, 8)}
+    data_dir = Path(args.data_root) / args.dataset
+    if not (data_dir / "test.jsonl").is_file():
+        log.error("%s not found: pass --data-root (the folder holding %s/test.jsonl)", data_dir / "test.jsonl", args.dataset)
+        return 2
+    load_before = os.getloadavg()
+
+    with tempfile.TemporaryDirectory(prefix="bench_infer_") as work:
+        work_dir = Path(work)
+        run_dir = Path(args.run) if args.run else train_small(data_dir, work_dir / "run", args.quick)
+        run = load_run(run_dir)
+        model, tokenizer = run.model, run.tokenizer
+        texts, labels = read_jsonl(data_dir / "test.jsonl", limit=300 if args.quick else None)
+        y = np.array(labels)
+        pack_texts = read_jsonl(data_dir / "test.jsonl")[0]  # enough tokens for 32 x 128 in any mode
+
+        paths = {
+            "plain": export_run(run_dir, work_dir / "plain.onnx", fuse=False),
+            "fused": export_run(run_dir, work_dir / "fused.onnx", fuse=True),
+        }
+        for path in paths.values():
+            verify(model, path, providers=["CPUExecutionProvider"])
+        paths["plain-int8"] = quantize_model(paths["plain"], work_dir / "plain.int8.onnx")
+        paths["fused-int8"] = quantize_model(paths["fused"], work_dir / "fused.int8.onnx")
+        fast = FastPathEncoder.build(model)
+
+        results: dict = {
+            "machine": {
+                "cpu_count": os.cpu_count(),
+                "threads": args.threads,
+                "platform": platform.platform(),
+                "torch": torch.__version__,
+                "onnxruntime": ort.__version__,
+                "load_before": load_before,
+            },
+            "model": {"run": str(run_dir) if args.run else "trained by the benchmark", **model.config},
+            "quick": args.quick,
+            "latency": {},
+            "ort_sweep": {},
+            "end_to_end": {},
+        }
+
+        # Latency at fixed shapes.
+        for batch, length in SHAPES:
+            ids, mask = packed_batch(tokenizer, pack_texts, batch, length)
+            key = f"batch {batch} / length {length}"
+            engines = {
+                "torch eager": torch_runner(model, ids, mask),
+                "torch nn fast path": torch_runner(fast, ids, mask),
+                "ORT fp32": ort_runner(ort_session(paths["plain"], args.threads), ids, mask),
+                "ORT fp32 fused": ort_runner(ort_session(paths["fused"], args.threads), ids, mask),
+                "ORT int8": ort_runner(ort_session(paths["plain-int8"], args.threads), ids, mask),
+                "ORT int8 fused": ort_runner(ort_session(paths["fused-int8"], args.threads), ids, mask),
+            }
+            with torch.inference_mode():  # the fast path must give our model's logits
+                ids_t, mask_t = torch.from_numpy(ids), torch.from_numpy(mask)
+                diff = float((fast(ids_t, mask_t) - model(ids_t, mask_t)).abs().max())
+            if diff > 1e-4:
+                raise RuntimeError(f"nn.TransformerEncoder fast path differs from our model by {diff:.3g}")
+            timings = time_interleaved(engines, *budget[batch])
+            results["latency"][key] = {"fast_path_max_abs_diff": diff, **timings}
+            for name, r in timings.items():
+                log.info("%s  %-20s %.2f ms", key, name, r["median_ms"])
+
+        # Where the time goes: ORT settings at batch 1, the ops ORT's own optimizer produces, and a
+        # per-op profile.
+        ids, mask = packed_batch(tokenizer, pack_texts, 1, 64)
+        threads = sorted({1, args.threads, os.cpu_count() or 1})
+        for t in threads:
+            torch.set_num_threads(t)
+            sweep = {f"(torch eager / {t} thread{'s' * (t > 1)})": torch_runner(model, ids, mask)}
+            for variant in ("plain", "fused", "plain-int8", "fused-int8"):
+                for level in ("disabled", "basic", "all"):
+                    name = f"{variant} / {level} / {t} thread{'s' * (t > 1)}"
+                    sweep[name] = ort_runner(ort_session(paths[variant], t, level), ids, mask)
+                if t > 1:
+                    sweep[f"{variant} / all / {t} threads / no spinning"] = ort_runner(
+                        ort_session(paths[variant], t, "all", spin=False), ids, mask
+                    )
+            seconds, rounds = budget[1]
+            timings = time_interleaved(sweep, seconds / 2, rounds)
+            results["ort_sweep"].update({name: r["median_ms"] for name, r in timings.items()})
+        torch.set_num_threads(args.threads)
+        for variant in ("plain", "plain-int8"):
+            results.setdefault("ort_optimized_ops", {})[variant] = optimized_ops(paths[variant], work_dir)
+            results.setdefault("ort_profile", {})[variant] = profile_ops(paths[variant], ids, mask, work_dir)
+
+        # End to end: texts/s including tokenization, and accuracy.
+        e2e = results["end_to_end"]
+        for name, m in (("torch eager", model), ("torch nn fast path", fast)):
+            start = time.perf_counter()
+            pred = torch_end_to_end(m, tokenizer, texts, 32)
+            e2e[name] = {"texts_per_s": len(texts) / (time.perf_counter() - start), "accuracy": float((pred == y).mean())}
+        for name, key in (("ORT fp32", "plain"), ("ORT fp32 fused", "fused"), ("ORT int8", "plain-int8"), ("ORT int8 fused", "fused-int8")):
+            clf = Classifier(str(paths[key]), threads=args.threads)
+            clf.predict_proba(texts[:64])  # warm-up
+            start = time.perf_counter()
+            pred = clf.predict_proba(texts, 32)[0].argmax(1)
+            e2e[name] = {"texts_per_s": len(texts) / (time.perf_counter() - start), "accuracy": float((pred == y).mean())}
+        train_texts, train_labels = read_jsonl(data_dir / "train.jsonl", limit=5000 if args.quick else None)
+        e2e["TF-IDF + LinearSVC"] = tfidf_svm(train_texts, train_labels, texts, labels)
+        results["texts"] = len(texts)
+        b1 = results["latency"]["batch 1 / length 64"]
+        fp32_x = b1["torch eager"]["median_ms"] / b1["ORT fp32"]["median_ms"]
+        int8_x = b1["torch eager"]["median_ms"] / b1["ORT int8"]["median_ms"]
+        drop = 100 * (e2e["ORT fp32"]["accuracy"] - e2e["ORT int8"]["accuracy"])
+        results["targets"] = {
+            "ORT fp32 vs torch eager, batch 1": {"speedup": fp32_x, "target": 2.0, "met": fp32_x >= 2.0},
+            "ORT int8 vs torch eager, batch 1": {"speedup": int8_x, "target": 3.0, "met": int8_x >= 3.0},
+            "int8 accuracy drop (points)": {"drop": drop, "target": 0.5, "met": drop <= 0.5},
+        }
+        results["machine"]["load_after"] = os.getloadavg()
+
+    table = render(results)
+    print(table)
+    out = Path(args.out)
+    out.mkdir(parents=True, exist_ok=True)
+    suffix = "_quick" if args.quick else ""
+    (out / f"bench_infer{suffix}.json").write_text(json.dumps(results, indent=2) + "\n")
+    (out / f"bench_infer{suffix}.md").write_text(table + "\n")
+    log.info("wrote %s and %s", out / f"bench_infer{suffix}.json", out / f"bench_infer{suffix}.md")
+    return 0
+
+
+def render(results: dict) -> str:
+    lines = [f"threads {results['machine']['threads']}, load {results['machine']['load_before'][0]:.1f} -> "
+             f"{results['machine']['load_after'][0]:.1f}{' (QUICK: few runs, tiny model)' if results['quick'] else ''}", ""]
+    for shape, row in results["latency"].items():
+        base = row["torch eager"]["median_ms"]
+        lines.append(f"| {shape} | median ms | speed-up vs torch eager |")
+        lines.append("|---|---:|---:|")
+        for name, r in row.items():
+            if isinstance(r, dict):
+                lines.append(f"| {name} | {r['median_ms']:.2f} | {base / r['median_ms']:.2f}x |")
+        lines.append("")
+    lines += ["| ORT variant / optimization level / threads (batch 1, length 64) | median ms |", "|---|---:|"]
+    lines += [f"| {name} | {ms:.2f} |" for name, ms in results["ort_sweep"].items()]
+    for variant, shares in results.get("ort_profile", {}).items():
+        lines += ["", f"ORT {variant}, share of kernel time by op (batch 1, length 64, 1 thread): "
+                  + ", ".join(f"{op} {pct}%" for op, pct in shares.items())]
+    for variant, ops in results.get("ort_optimized_ops", {}).items():
+        lines += [f"ORT {variant} after onnxruntime's own level-ALL optimization: "
+                  + ", ".join(f"{op} x{n}" for op, n in list(ops.items())[:12])]
+    lines += ["", f"| end to end, {results['texts']} test texts, tokenization included | texts/s | accuracy |", "|---|---:|---:|"]
+    lines += [f"| {name} | {r['texts_per_s']:.0f} | {100 * r['accuracy']:.2f}% |" for name, r in results["end_to_end"].items()]
+    lines += ["", "Targets:"]
+    for name, t in results["targets"].items():
+        value = t.get("speedup", t.get("drop"))
+        lines.append(f"  {name}: {value:.2f} (target {t['target']}) {'met' if t['met'] else 'NOT met'}")
+    return "\n".join(lines)
+
+
+if __name__ == "__main__":
+    sys.exit(main())
