@@ -189,6 +189,7 @@ def main(argv: list[str] | None = None) -> int:
 
     if args.threads:
         torch.set_num_threads(args.threads)
+    warnings.filterwarnings("ignore", message="The PyTorch API of nested tensors is in prototype stage")
     repeats = args.repeats or (2 if args.quick else 7)
     peak = measure_gemm_peak(1024 if args.quick else 2048, 3 if args.quick else 5)
     big_batch, big_len = (4, 64) if args.quick else (32, 128)

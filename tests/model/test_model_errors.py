@@ -75,3 +75,27 @@ def test_fully_padded_row_stays_finite_in_encoder(norm_first):
     for train in (True, False):
         encoder.train(train)
         assert torch.isfinite(encoder(x, src_key_padding_mask=padding)).all()
+
+
+@pytest.mark.parametrize("dtype", [torch.bfloat16, torch.float16])
+def test_fully_padded_row_stays_finite_under_autocast(dtype):
+    from tfm_cls.model import TransformerClassifier
+
+    torch.manual_seed(2)
+    mha = MultiheadAttention(16, 4)
+    x = torch.randn(2, 5, 16) * 30  # large scores: min + score must not overflow
+    padding = torch.zeros(2, 5, dtype=torch.bool)
+    padding[1] = True
+    for need_weights in (True, False):
+        with torch.autocast("cpu", dtype=dtype):
+            out, _ = mha(x, x, x, key_padding_mask=padding, need_weights=need_weights)
+        assert torch.isfinite(out).all()
+    model = TransformerClassifier(50, 3, d_model=16, nhead=4, num_layers=2, dim_feedforward=32)
+    ids = torch.randint(1, 50, (2, 6))
+    mask = torch.ones(2, 6, dtype=torch.long)
+    mask[1] = 0
+    with torch.autocast("cpu", dtype=dtype):
+        logits = model(ids, mask)
+    logits.float().sum().backward()
+    assert torch.isfinite(logits).all()
+    assert all(torch.isfinite(p.grad).all() for p in model.parameters() if p.grad is not None)

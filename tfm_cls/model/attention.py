@@ -134,7 +134,8 @@ def attention(
         mask = _to_additive(causal_mask(q.size(-2), k.size(-2), device=q.device), q.dtype)
     scores = (q * (1.0 / math.sqrt(q.size(-1)))) @ k.transpose(-2, -1)  # [B, H, T, S]
     if mask is not None:
-        scores = scores + mask
+        # float16's minimum plus a negative score overflows to -inf: clamp back to finite.
+        scores = (scores + mask).clamp_min(torch.finfo(scores.dtype).min)
     weights = scores.softmax(dim=-1)
     if dropout_p > 0.0:
         weights = F.dropout(weights, p=dropout_p)
@@ -266,6 +267,9 @@ class MultiheadAttention(nn.Module):
         # Like torch: trust the causal hint and use the kernel's own causal masking when nothing
         # else needs the explicit mask.
         fused_causal = is_causal and key_padding_mask is None and not need_weights
+        q, k, v = self.in_projection(query, key, value)  # [B, T, E], [B, S, E], [B, S, E]
+        # Masks take the dtype of the projections, which autocast may have lowered: a float16
+        # mask then holds float16's finite minimum, not float32's (which would become -inf).
         mask = merge_masks(
             None if fused_causal else attn_mask,
             key_padding_mask,
@@ -273,11 +277,10 @@ class MultiheadAttention(nn.Module):
             num_heads=self.num_heads,
             tgt_len=tgt_len,
             src_len=src_len,
-            dtype=query.dtype,
+            dtype=q.dtype,
             device=query.device,
             is_causal=is_causal and not fused_causal,
         )
-        q, k, v = self.in_projection(query, key, value)  # [B, T, E], [B, S, E], [B, S, E]
         out, weights = self.attend(q, k, v, mask, need_weights, average_attn_weights, fused_causal)
         out = self.out_proj(out)  # [B, T, E]
 

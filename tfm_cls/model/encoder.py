@@ -80,23 +80,33 @@ class TransformerEncoderLayer(nn.Module):
             x = self.norm2(x + self._ff_block(x))
         return x
 
-    def forward_packed(self, x: Tensor, index: Tensor, batch: int, seq_len: int, mask: Tensor) -> Tensor:
+    def forward_packed(self, x: Tensor, index: Tensor, batch: int, seq_len: int, padding: Tensor) -> Tensor:
         """The same layer on packed real tokens: x [N, D] holds the non-padded positions of a
-        [batch, seq_len] grid (flat positions `index` [N]); `mask` is the additive key padding
-        mask [B, 1, 1, T]. Position-wise work (projections, FFN, norms) skips the padding;
-        only attention sees the padded grid."""
+        [batch, seq_len] grid (flat positions `index` [N]); `padding` [B, T] is the boolean key
+        padding mask. Position-wise work (projections, FFN, norms) skips the padding; only
+        attention sees the padded grid."""
         if self.norm_first:
-            x = x + self._sa_block_packed(self.norm1(x), index, batch, seq_len, mask)
+            x = x + self._sa_block_packed(self.norm1(x), index, batch, seq_len, padding)
             x = x + self._ff_block(self.norm2(x))
         else:
-            x = self.norm1(x + self._sa_block_packed(x, index, batch, seq_len, mask))
+            x = self.norm1(x + self._sa_block_packed(x, index, batch, seq_len, padding))
             x = self.norm2(x + self._ff_block(x))
         return x
 
-    def _sa_block_packed(self, x: Tensor, index: Tensor, batch: int, seq_len: int, mask: Tensor) -> Tensor:
+    def _sa_block_packed(self, x: Tensor, index: Tensor, batch: int, seq_len: int, padding: Tensor) -> Tensor:
         attn = self.self_attn
         d_model = x.size(-1)
         qkv = F.linear(x, attn.in_proj_weight, attn.in_proj_bias)  # [N, 3D]
+        mask = merge_masks(
+            None,
+            padding,
+            batch_size=batch,
+            num_heads=attn.num_heads,
+            tgt_len=seq_len,
+            src_len=seq_len,
+            dtype=qkv.dtype,  # autocast may have lowered it
+            device=qkv.device,
+        )  # [B, 1, 1, T]
         grid = qkv.new_zeros(batch * seq_len, 3 * d_model).index_copy(0, index, qkv)  # [B*T, 3D]
         q, k, v = grid.view(batch, seq_len, 3 * d_model).chunk(3, dim=-1)  # 3 x [B, T, D]
         out, _ = attn.attend(q, k, v, mask, need_weights=False, average_attn_weights=False)  # [B, T, D]
@@ -181,22 +191,14 @@ class TransformerEncoder(nn.Module):
             raise ValueError(
                 f"src_key_padding_mask must have shape [batch, seq] = [{batch}, {seq_len}], got {list(padding.shape)}"
             )
+        if d_model != first.embed_dim:
+            raise ValueError(f"src must have last dimension d_model={first.embed_dim}, got shape {list(src.shape)}")
         index = (~padding).reshape(-1).nonzero().squeeze(1)  # [N] flat positions of real tokens
         if index.numel() == batch * seq_len:  # nothing to skip: the dense path without a mask
             return self.forward(src)
-        mask = merge_masks(
-            None,
-            padding,
-            batch_size=batch,
-            num_heads=first.num_heads,
-            tgt_len=seq_len,
-            src_len=seq_len,
-            dtype=x.dtype,
-            device=x.device,
-        )  # [B, 1, 1, T]
         packed = x.reshape(batch * seq_len, d_model).index_select(0, index)  # [N, D]
         for layer in self.layers:
-            packed = layer.forward_packed(packed, index, batch, seq_len, mask)
+            packed = layer.forward_packed(packed, index, batch, seq_len, padding)
         if self.norm is not None:
             packed = self.norm(packed)
         out = packed.new_zeros(batch * seq_len, d_model).index_copy(0, index, packed).view(batch, seq_len, d_model)
