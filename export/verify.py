@@ -393,7 +393,11 @@ def verify(
     export_sizes = json.loads(meta.get("tfm_cls.export_sizes", json.dumps(EXPORT_SIZES)))
     cases = cases or default_cases(spec, export_sizes, int(config["max_len"]), seed)
     for provider in available_providers(providers, report):
-        session = cpu_session if provider == CPU else make_session(path, provider)
+        try:
+            session = cpu_session if provider == CPU else make_session(path, provider)
+        except RuntimeError as err:  # e.g. the CUDA provider is installed but cannot start
+            report.add(provider, "FAIL", str(err))
+            raise VerificationError(report) from err
         check_provider(model, session, spec, cases, provider, report, seed)
         if spec.task in (specs.SEQ2SEQ.task, specs.SEQ2SEQ_DECODER.task):
             check_greedy(model, path, spec, meta, provider, report, seed)

@@ -19,6 +19,7 @@ import tfm_cls
 from export import infer, spec
 from export.exporter import export_classifier
 from export.verify import VerificationError, verify
+from tfm_cls.model import TransformerClassifier
 
 
 @pytest.mark.parametrize(
@@ -178,3 +179,16 @@ def test_probabilities_are_softmax_of_logits(classifier_onnx):
     logits, probs = session.run(["logits", "probabilities"], feeds)
     expected = torch.from_numpy(logits).softmax(-1).numpy()
     np.testing.assert_allclose(probs, expected, atol=1e-6)
+
+
+@pytest.mark.slow
+def test_export_and_verify_bert_style_classifier(tmp_path):
+    """The options that let BERT-family checkpoints map onto our classifier (MiniLM fine-tuning)."""
+    torch.manual_seed(2)
+    model = TransformerClassifier(
+        vocab_size=90, num_classes=2, d_model=16, nhead=4, num_layers=2, dim_feedforward=32, dropout=0.0,
+        max_len=40, pooling="cls", norm_first=False, scale_embedding=False, position_embedding="learned",
+        type_vocab_size=2, embedding_layer_norm=True, pooler=True,
+    ).eval()
+    path = export_classifier(model, tmp_path / "bert.onnx", tokenizer=None, labels=["neg", "pos"])
+    assert verify(model, path).ok

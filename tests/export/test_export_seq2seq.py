@@ -77,3 +77,12 @@ def test_decoder_metadata_names_its_encoder(seq2seq_onnx):
     assert meta[spec.TASK_KEY] == "seq2seq-decoder"
     assert meta["tfm_cls.encoder_file"] == "encoder.onnx"
     assert (meta["tfm_cls.bos_id"], meta["tfm_cls.eos_id"]) == ("1", "2")
+
+
+@pytest.mark.slow
+def test_fused_seq2seq_graphs_verify(seq2seq, tmp_path):
+    from export.exporter import export_seq2seq
+
+    paths = export_seq2seq(seq2seq, tmp_path, bos_id=1, eos_id=2, fuse=True)
+    for path in paths.values():
+        assert verify(seq2seq, path).ok
