@@ -26,6 +26,12 @@ class CheckpointError(RuntimeError):
     """A checkpoint or weights file is missing, corrupt, truncated or does not fit the model."""
 
 
+def _umask() -> int:
+    mask = os.umask(0)
+    os.umask(mask)
+    return mask
+
+
 @contextlib.contextmanager
 def atomic_path(path: str | Path) -> Iterator[Path]:
     """Yield a temporary path beside `path`; on success it replaces `path` in one rename."""
@@ -33,6 +39,7 @@ def atomic_path(path: str | Path) -> Iterator[Path]:
     path.parent.mkdir(parents=True, exist_ok=True)
     fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
     os.close(fd)
+    os.chmod(tmp, 0o666 & ~_umask())  # mkstemp makes 0600; a published file gets the usual mode
     tmp_path = Path(tmp)
     try:
         yield tmp_path

@@ -189,10 +189,13 @@ class DataConfig:
     """Local data: a json/jsonl/csv/parquet file, or a folder holding train.*, validation.*, test.*
     (and optionally labels.json with the class names in index order). Takes precedence over `name`."""
     train_split: str = "train"
-    validation_split: str = "validation"
-    """Split name used for validation; if the source has none, a stratified seeded share of train."""
-    test_split: str = "test"
-    """Split name used for the final test; if the source has none, a stratified seeded share of train."""
+    """Hub split names. (Local folders always use their files train.*, validation.* (or dev.*,
+    valid.*, val.*) and test.*.)"""
+    validation_split: str | None = "validation"
+    """Hub split used for validation; null, or a split the dataset lacks: a stratified seeded share of train."""
+    test_split: str | None = "test"
+    """Hub split used for the final test (e.g. `validation` where the test labels are hidden, as in
+    GLUE); null, or a split the dataset lacks: a stratified seeded share of train."""
     text_columns: list[str] = dataclasses.field(default_factory=lambda: ["text"])
     """One text column, or several joined with `text_separator` (e.g. [title, description])."""
     text_separator: str = " "

@@ -81,10 +81,9 @@ def _load_bbc() -> tuple[DatasetDict, None, str]:
     return DatasetDict(train=ds), None, f"BBC News ({folder})"
 
 
-def _split_files(folder: Path, cfg: DataConfig) -> dict[str, Path]:
+def _split_files(folder: Path) -> dict[str, Path]:
     files: dict[str, Path] = {}
-    wanted = {"train": (cfg.train_split,), "validation": (cfg.validation_split, *SPLIT_ALIASES["validation"]),
-              "test": (cfg.test_split,)}
+    wanted = {"train": ("train",), "validation": SPLIT_ALIASES["validation"], "test": ("test",)}
     for split, stems in wanted.items():
         found = [p for p in sorted(folder.iterdir()) if p.stem in stems and p.suffix in FILE_BUILDERS]
         if len(found) > 1:
@@ -93,7 +92,7 @@ def _split_files(folder: Path, cfg: DataConfig) -> dict[str, Path]:
             files[split] = found[0]
     if "train" not in files:
         raise DataError(
-            f"{folder}: no training file; expected {cfg.train_split}.{{json,jsonl,csv,parquet}} "
+            f"{folder}: no training file; expected train.{{json,jsonl,csv,parquet}} "
             f"(found: {sorted(p.name for p in folder.iterdir())[:20]})"
         )
     return files
@@ -102,7 +101,7 @@ def _split_files(folder: Path, cfg: DataConfig) -> dict[str, Path]:
 def _load_local(cfg: DataConfig) -> tuple[DatasetDict, Path | None, str]:
     path = Path(cfg.path).expanduser()
     if path.is_dir():
-        files = _split_files(path, cfg)
+        files = _split_files(path)
         labels_file = path / "labels.json"
     elif path.is_file():
         if path.suffix not in FILE_BUILDERS:
@@ -174,8 +173,10 @@ def _load_hub(cfg: DataConfig) -> tuple[DatasetDict, None, str]:
         dsd = DatasetDict(train=dsd)
     renamed = {}
     for split, wanted in (("train", cfg.train_split), ("validation", cfg.validation_split), ("test", cfg.test_split)):
-        if wanted in dsd:
+        if wanted is not None and wanted in dsd:
             renamed[split] = dsd[wanted]
+    if cfg.validation_split is not None and cfg.validation_split == cfg.test_split:
+        raise DataError(f"data.validation_split and data.test_split are both {cfg.test_split!r}; set one to null")
     if "train" not in renamed:
         raise DataError(f"hub dataset {cfg.name!r}: no split {cfg.train_split!r}; it has {sorted(dsd)}")
     name = cfg.name + (f"/{cfg.config_name}" if cfg.config_name else "")

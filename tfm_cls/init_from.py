@@ -18,9 +18,9 @@ from tokenizers import Tokenizer
 
 from tfm_cls.config import ModelConfig
 
-# A pretraining run is recognised by what `tfm-cls pretrain` writes (its resolved config is
-# pretrain_config.yaml or config.yaml next to an encoder checkpoint); a Hugging Face folder by config.json.
-_PRETRAIN_MARKERS = ("pretrain_config.yaml", "mlm_config.json", "encoder.safetensors")
+# A `tfm-cls pretrain` run is recognised by its files; a Hugging Face model folder by config.json.
+_PRETRAIN_MARKERS = ("pretrain_config.yaml", "encoder.safetensors")
+_PACKAGE_PREFIX = "package:"  # a HF model folder shipped inside an installed Python distribution
 _HUB_ID = re.compile(r"^[A-Za-z0-9][\w.-]*(/[\w.-]+)?$")
 
 
@@ -43,23 +43,24 @@ def _call(module_name: str, function: str, *args: Any) -> tuple[Any, Tokenizer]:
 
 
 def init_kind(source: str) -> str:
-    """'pretrain' (a tfm_cls pretraining run), 'hf' (a HF folder or hub id); else InitFromError."""
+    """'pretrain' (a tfm_cls pretraining run) or 'hf' (a HF folder, `package:NAME` or a hub id)."""
     path = Path(source).expanduser()
     if path.is_dir():
+        if any((path / marker).is_file() for marker in _PRETRAIN_MARKERS):
+            return "pretrain"
         if (path / "config.json").is_file():
             return "hf"
-        if any((path / marker).exists() for marker in _PRETRAIN_MARKERS) or (path / "config.yaml").is_file():
-            return "pretrain"
         raise InitFromError(
-            f"model.init_from={source}: folder is neither a tfm-cls pretraining run (config.yaml / "
-            f"{', '.join(_PRETRAIN_MARKERS)}) nor a Hugging Face model (config.json); it holds "
-            f"{sorted(p.name for p in path.iterdir())[:15]}"
+            f"model.init_from={source}: folder is neither a tfm-cls pretraining run ({' or '.join(_PRETRAIN_MARKERS)}) "
+            f"nor a Hugging Face model (config.json); it holds {sorted(p.name for p in path.iterdir())[:15]}"
         )
     if path.exists():
         raise InitFromError(f"model.init_from={source}: expected a folder (pretraining run or HF model), got a file")
+    if source.startswith(_PACKAGE_PREFIX):
+        return "hf"
     if source.startswith((".", "/", "~")) or not _HUB_ID.match(source):
-        raise InitFromError(f"model.init_from={source}: no such folder")
-    return "hf"  # looks like a hub id, e.g. sentence-transformers/all-MiniLM-L6-v2
+        raise InitFromError(f"model.init_from={source}: no such folder (nor a hub id like org/name or package:NAME)")
+    return "hf"  # a hub id, e.g. sentence-transformers/all-MiniLM-L6-v2
 
 
 def load_pretrained(source: str, model_cfg: ModelConfig, num_classes: int) -> tuple[Any, Tokenizer]:

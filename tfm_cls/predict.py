@@ -12,6 +12,7 @@ from typing import Any, TextIO
 
 import numpy as np
 import torch
+from tokenizers import Tokenizer
 
 from tfm_cls.artifacts import LoadedRun
 
@@ -71,19 +72,18 @@ def _batches(n: int, lengths: list[int], batch_size: int) -> Iterator[list[int]]
 def predict_proba(run: LoadedRun, texts: list[str], batch_size: int = 64) -> np.ndarray:
     """Class probabilities [len(texts), num_classes] (softmax of the logits), in input order."""
     device = next(run.model.parameters()).device
-    encodings = run.tokenizer.encode_batch(texts) if texts else []
+    tokenizer = Tokenizer.from_str(run.tokenizer.to_str())
+    tokenizer.no_padding()  # each batch is padded below, to its own longest text
+    encodings = [e.ids for e in tokenizer.encode_batch(texts)] if texts else []
     probs = np.zeros((len(texts), len(run.labels)), dtype=np.float32)
     pad_id = run.model.config.get("pad_token_id") or 0
-    for indices in _batches(len(texts), [len(e.ids) for e in encodings], batch_size):
-        width = max(len(encodings[i].ids) for i in indices)
+    for indices in _batches(len(texts), [len(e) for e in encodings], batch_size):
+        width = max(len(encodings[i]) for i in indices)
         ids = torch.full((len(indices), width), pad_id, dtype=torch.long)  # [B, T]
         mask = torch.zeros((len(indices), width), dtype=torch.long)  # [B, T]
         for row, i in enumerate(indices):
-            seq = encodings[i].ids
-            # The tokenizer pads; only the real tokens (its attention_mask) are kept.
-            real = [t for t, m in zip(seq, encodings[i].attention_mask) if m]
-            ids[row, : len(real)] = torch.tensor(real, dtype=torch.long)
-            mask[row, : len(real)] = 1
+            ids[row, : len(encodings[i])] = torch.tensor(encodings[i], dtype=torch.long)
+            mask[row, : len(encodings[i])] = 1
         logits = run.model(ids.to(device), mask.to(device))  # [B, C]
         probs[indices] = torch.softmax(logits.float(), dim=-1).cpu().numpy()
     return probs

@@ -482,9 +482,9 @@ def finish_run(
     load_weights(model, run_dir / A.WEIGHTS_FILE)
     tc = cfg.train
     results: dict[str, Any] = {}
-    for name in ("validation", "test"):
-        results[name], logits = evaluate(model, splits[name], data.labels, tc.eval_batch_size, device, pad_id)
-    predictions = logits.argmax(-1)
+    results["validation"], _ = evaluate(model, splits["validation"], data.labels, tc.eval_batch_size, device, pad_id)
+    results["test"], test_logits = evaluate(model, splits["test"], data.labels, tc.eval_batch_size, device, pad_id)
+    predictions = test_logits.argmax(-1)
     test = splits["test"]
     metrics = {
         **results,
