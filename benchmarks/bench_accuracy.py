@@ -36,6 +36,7 @@ sys.path.insert(0, str(ROOT))
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 from baselines import BASELINES, Split, run_baseline  # noqa: E402
+from bench_mlm import prepare_mlm  # noqa: E402
 
 DATASETS = ("sst2", "trec", "ag_news", "mr_polarity", "sms_spam", "tnews")
 
@@ -62,6 +63,7 @@ class Variant:
 
 VARIANTS: list[Variant] = [
     Variant("ours", "configs/cls/{name}.yaml"),
+    Variant("ours+mlm", "configs/cls/{name}.yaml", prepare=prepare_mlm),  # + in-domain MLM (bench_mlm.py)
     Variant("minilm", "configs/cls/{name}-minilm.yaml", default=False),  # needs the [minilm] extra
 ]
 
