@@ -1,0 +1,184 @@
+"""The MLM model, the pretraining loop, fine-tuning initialisation and resume after a kill."""
+
+import json
+import os
+import shutil
+import signal
+import subprocess
+import sys
+import time
+
+import pytest
+import torch
+from pretrain_tiny import tiny_config, tiny_overrides
+from safetensors.torch import load_file
+from tokenizers import Tokenizer
+
+from tfm_cls.checkpoint import load_checkpoint
+from tfm_cls.config import ConfigError, ModelConfig, TokenizerConfig, load_config
+from tfm_cls.model import TransformerClassifier
+from tfm_cls.pretrain import (
+    ENCODER_FILE,
+    MaskedLanguageModel,
+    PretrainConfig,
+    classifier_from_pretraining_run,
+    pretrain,
+)
+from tfm_cls.tokenizer import train_tokenizer
+
+ARCH = dict(vocab_size=50, d_model=16, nhead=4, num_layers=2, dim_feedforward=32, dropout=0.0, max_len=32)
+
+
+def test_mlm_model_has_the_classifier_encoder_keys_and_a_tied_output_projection():
+    torch.manual_seed(0)
+    mlm = MaskedLanguageModel(**ARCH)
+    clf = TransformerClassifier(num_classes=3, **ARCH)
+    encoder_keys = set(mlm.encoder_state_dict())
+    assert encoder_keys == {k for k in clf.state_dict() if not k.startswith("head.")}
+    assert all(k.startswith("mlm_head.") for k in set(mlm.state_dict()) - encoder_keys)
+    assert "num_classes" not in mlm.config
+
+    # Tied: the logits are hidden @ embedding^T + bias, and the head owns no [V, D] matrix.
+    ids = torch.randint(5, 50, (2, 7))
+    mask = torch.ones(2, 7, dtype=torch.long)
+    mask[1, 5:] = 0
+    logits = mlm(ids, mask)  # [2, 7, 50]
+    hidden = mlm.encode(ids, mask)
+    x = mlm.mlm_head.norm(torch.nn.functional.gelu(mlm.mlm_head.dense(hidden)))
+    expected = x @ mlm.token_embedding.embedding.weight.T + mlm.mlm_head.bias
+    torch.testing.assert_close(logits, expected)
+    assert not any(p.shape == (50, 16) for n, p in mlm.named_parameters() if n.startswith("mlm_head"))
+    # A gradient through the output projection reaches the embedding table even for unseen tokens.
+    targets = torch.zeros(2, 7, dtype=torch.bool)
+    targets[0, 2] = True
+    out = mlm(ids, mask, targets)  # [1, 50]
+    assert out.shape == (1, 50)
+    out[0, 0].backward()  # token 0 = [PAD] never appears in the input
+    assert mlm.token_embedding.embedding.weight.grad[0].abs().sum() > 0
+    # Every parameter takes part (DDP needs no find_unused_parameters).
+    out = mlm(ids, mask, targets)
+    out.sum().backward()
+    assert all(p.grad is not None for p in mlm.parameters())
+
+
+def test_pretraining_loss_falls_and_the_run_directory_is_complete(tiny_pretrained):
+    run_dir, metrics = tiny_pretrained
+    history = json.loads((run_dir / "history.json").read_text())
+    train = [r["loss"] for r in history["train"]]
+    evals = [r["loss"] for r in history["eval"]]
+    assert len(train) >= 6 and len(evals) >= 2
+    # Chance level is ln(vocab) ~ 4.6; the grammar's words are far more predictable than that.
+    assert sum(train[:2]) / 2 > 1.5 * sum(train[-2:]) / 2, train
+    assert evals[-1] < evals[0] and metrics["validation"]["loss"] == evals[-1]
+    assert metrics["validation"]["perplexity"] == pytest.approx(torch.tensor(evals[-1]).exp().item(), rel=1e-6)
+    for name in ("pretrain_config.yaml", "model_config.json", "tokenizer.json", ENCODER_FILE,
+                 "mlm_head.safetensors", "metrics.json", "pretraining_curves.png", "last.ckpt", "train.log"):
+        assert (run_dir / name).is_file(), name
+    assert (run_dir / "pretraining_curves.png").read_bytes()[:4] == b"\x89PNG"
+    assert metrics["corpus"]["train_texts"] == 240 and metrics["corpus"]["extra_texts"] == 0
+
+
+def test_init_from_copies_exactly_the_encoder_weights_and_makes_a_new_head(tiny_pretrained):
+    run_dir, _ = tiny_pretrained
+    clf, tokenizer = classifier_from_pretraining_run(run_dir, ModelConfig(dropout=0.2, pooling="cls"), num_classes=3)
+    pretrained = load_checkpoint(run_dir / "last.ckpt")["model"]  # the MLM model as trained
+    encoder = load_file(str(run_dir / ENCODER_FILE))
+    state = clf.state_dict()
+    assert set(encoder) == {k for k in state if not k.startswith("head.")}
+    for key, tensor in encoder.items():
+        assert torch.equal(state[key], tensor), key
+        assert torch.equal(tensor, pretrained[key]), key
+    assert state["head.weight"].shape == (3, 16) and clf.config["num_classes"] == 3
+    assert clf.config["dropout"] == 0.2 and clf.config["pooling"] == "cls"  # from the fine-tuning config
+    assert clf.config["d_model"] == 16  # architecture from the run, not ModelConfig's default 128
+    assert tokenizer.get_vocab_size() == clf.config["vocab_size"]
+    assert tokenizer.get_vocab() == Tokenizer.from_file(str(run_dir / "tokenizer.json")).get_vocab()
+    ids = tokenizer.encode("the cat sees the dog").ids
+    assert clf(torch.tensor([ids])).shape == (1, 3)
+
+
+def test_init_from_rejects_a_tokenizer_with_another_vocabulary(tiny_pretrained, tmp_path):
+    run_dir, _ = tiny_pretrained
+    other = tmp_path / "other"
+    shutil.copytree(run_dir, other)
+    foreign = train_tokenizer(
+        ["completely different words here", "and more words to learn"] * 5,
+        TokenizerConfig(vocab_size=100, min_frequency=1, max_length=32),
+    )
+    foreign.save(str(other / "tokenizer.json"))
+    with pytest.raises(ConfigError, match=r"tokenizer.json has \d+ tokens but the pretrained embedding has \d+ rows"):
+        classifier_from_pretraining_run(other, ModelConfig(), num_classes=2)
+
+
+def test_init_from_rejects_weights_that_do_not_fit(tiny_pretrained, tmp_path):
+    run_dir, _ = tiny_pretrained
+    other = tmp_path / "other"
+    shutil.copytree(run_dir, other)
+    config = json.loads((other / "model_config.json").read_text())
+    config["num_layers"] = 3
+    (other / "model_config.json").write_text(json.dumps(config))
+    with pytest.raises(Exception, match=r"weights do not fit the classifier \(missing: \['encoder.layers.2"):
+        classifier_from_pretraining_run(other, ModelConfig(), num_classes=2)
+    (other / ENCODER_FILE).unlink()
+    with pytest.raises(Exception, match="not a finished pretraining run"):
+        classifier_from_pretraining_run(other, ModelConfig(), num_classes=2)
+
+
+def test_config_errors_are_specific(tiny_data, tmp_path):
+    with pytest.raises(ConfigError, match="train.head_lr concerns a classification head"):
+        tiny_config(tiny_data, tmp_path / "r", "train.head_lr=1e-3")
+    with pytest.raises(ConfigError, match="mlm.seq_len=128 exceeds model.max_len=64"):
+        tiny_config(tiny_data, tmp_path / "r", "mlm.seq_len=128")
+    with pytest.raises(ConfigError, match="mlm.masking"):
+        tiny_config(tiny_data, tmp_path / "r", "mlm.masking=sentence")
+    with pytest.raises(ConfigError, match="unknown key"):
+        load_config(PretrainConfig, None, ["mlm.mask_rate=0.2"])
+
+
+def test_resume_after_sigkill_ends_with_the_weights_of_an_uninterrupted_run(tiny_data, tmp_path):
+    steps = ["train.epochs=12", "mlm.masking=whole_word", "model.dropout=0.1"]
+    reference = pretrain(tiny_config(tiny_data, tmp_path / "reference", *steps))
+
+    killed_dir = tmp_path / "killed"
+    cmd = [sys.executable, "-m", "tfm_cls.cli", "pretrain", *tiny_overrides(tiny_data, killed_dir), *steps]
+    proc = subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, env=os.environ.copy())
+    try:
+        deadline = time.monotonic() + 120
+        while not (killed_dir / "last.ckpt").exists():
+            assert proc.poll() is None, "the run ended before it wrote a checkpoint"
+            assert time.monotonic() < deadline, "no checkpoint within 120 s"
+            time.sleep(0.01)
+        assert proc.poll() is None, "the run finished before it could be killed: make it longer"
+        proc.send_signal(signal.SIGKILL)
+    finally:
+        proc.wait()
+    assert proc.returncode == -signal.SIGKILL
+    killed_at = load_checkpoint(killed_dir / "last.ckpt")["step"]
+    assert 0 < killed_at < reference["steps"]
+
+    resumed = pretrain(tiny_config(tiny_data, killed_dir, *steps), resume=True)
+    assert resumed["steps"] == reference["steps"]
+    a = load_file(str(tmp_path / "reference" / ENCODER_FILE))
+    b = load_file(str(killed_dir / ENCODER_FILE))
+    assert set(a) == set(b)
+    for key in a:
+        assert torch.equal(a[key], b[key]), key
+    assert resumed["validation"]["loss"] == reference["validation"]["loss"]
+
+
+@pytest.mark.slow
+def test_ddp_pretraining_with_two_cpu_processes(tiny_data, tmp_path):
+    """torchrun, 2 processes (gloo): one tokenizer, sharded batches, one run directory."""
+    run_dir = tmp_path / "ddp"
+    cmd = [sys.executable, "-m", "torch.distributed.run", "--standalone", "--nproc_per_node=2",
+           "-m", "tfm_cls.cli", "pretrain", *tiny_overrides(tiny_data, run_dir)]
+    done = subprocess.run(cmd, capture_output=True, text=True, timeout=300, env=os.environ.copy())
+    assert done.returncode == 0, done.stderr[-3000:]
+    metrics = json.loads((run_dir / "metrics.json").read_text())
+    history = json.loads((run_dir / "history.json").read_text())
+    single = pretrain(tiny_config(tiny_data, tmp_path / "single"))
+    # Each rank takes half the batches: half the optimizer steps of a single process.
+    assert metrics["steps"] == pytest.approx(single["steps"] / 2, abs=2)
+    assert history["eval"][-1]["loss"] < history["eval"][0]["loss"]
+    clf, _ = classifier_from_pretraining_run(run_dir, ModelConfig(), num_classes=2)
+    assert clf.config["vocab_size"] == metrics["vocab_size"]
