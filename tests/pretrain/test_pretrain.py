@@ -182,3 +182,43 @@ def test_ddp_pretraining_with_two_cpu_processes(tiny_data, tmp_path):
     assert history["eval"][-1]["loss"] < history["eval"][0]["loss"]
     clf, _ = classifier_from_pretraining_run(run_dir, ModelConfig(), num_classes=2)
     assert clf.config["vocab_size"] == metrics["vocab_size"]
+
+
+def test_extra_text_overlapping_test_or_validation_is_dropped_from_the_corpus(tiny_data, tmp_path):
+    from tfm_cls.pretrain import build_corpus
+
+    test_line = json.loads((tiny_data / "test.jsonl").read_text().splitlines()[0])["text"]
+    val_line = json.loads((tiny_data / "validation.jsonl").read_text().splitlines()[0])["text"]
+    extra = tmp_path / "extra.txt"
+    # Case and spacing variants of a test and a validation text, plus two unseen texts.
+    extra.write_text(f"{test_line.upper()}\n{val_line.replace(' ', '  ')}\na zebra naps\nan owl hoots\n", encoding="utf-8")
+    cfg = tiny_config(tiny_data, tmp_path / "run", f"extra_text.paths=[{extra}]")
+    corpus = build_corpus(cfg)
+    assert corpus.report["extra_texts"] == 4 and corpus.report["extra_dropped_overlap"] == 2
+    assert corpus.texts[-2:] == ["a zebra naps", "an owl hoots"] and len(corpus.texts) == 240 + 2
+    with pytest.raises(Exception, match="2 extra text"):
+        build_corpus(tiny_config(tiny_data, tmp_path / "run", f"extra_text.paths=[{extra}]", "extra_text.on_overlap=error"))
+
+
+def test_train_cls_starts_from_a_pretraining_run(tiny_pretrained, tiny_data, tmp_path):
+    """model.init_from=<pretraining run> through the classification trainer: its tokenizer, its encoder."""
+    from tfm_cls.config import ClassifierConfig
+    from tfm_cls.init_from import load_pretrained
+    from tfm_cls.train import train
+
+    run_dir, _ = tiny_pretrained
+    model, _ = load_pretrained(str(run_dir), ModelConfig(), 2)
+    encoder = load_file(str(run_dir / ENCODER_FILE))
+    assert all(torch.equal(model.state_dict()[k], v) for k, v in encoder.items())
+
+    cfg = load_config(ClassifierConfig, None, [
+        f"data.path={tiny_data}", f"run_dir={tmp_path / 'cls'}", f"model.init_from={run_dir}",
+        "tokenizer.max_length=32", "train.epochs=1", "train.batch_size=16", "train.progress=false",
+        "train.num_threads=1", "train.device=cpu",
+    ])
+    metrics = train(cfg)
+    assert metrics["test"]["examples"] == 40
+    trained = Tokenizer.from_file(str(tmp_path / "cls" / "tokenizer.json"))
+    assert trained.get_vocab() == Tokenizer.from_file(str(run_dir / "tokenizer.json")).get_vocab()
+    config = json.loads((tmp_path / "cls" / "model_config.json").read_text())
+    assert config["d_model"] == 16 and config["num_classes"] == 2
