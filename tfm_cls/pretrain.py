@@ -350,7 +350,8 @@ def prepare_run_dir(cfg: PretrainConfig, *, resume: bool, overwrite: bool) -> Pa
         if not resume:
             for name in RUN_FILES:
                 (run_dir / name).unlink(missing_ok=True)
-    elif run_dir.is_dir() and any(run_dir.iterdir()) and not overwrite:
+    elif run_dir.is_dir() and any(p.name != LOG_FILE for p in run_dir.iterdir()) and not overwrite:
+        # (a folder holding only train.log is a run that failed before it started: reusable)
         raise A.RunDirError(
             f"{run_dir} exists and is not empty but holds no pretraining run ({CONFIG_FILE} missing); "
             "pass --overwrite or choose another run_dir=PATH"

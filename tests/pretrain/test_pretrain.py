@@ -222,3 +222,23 @@ def test_train_cls_starts_from_a_pretraining_run(tiny_pretrained, tiny_data, tmp
     assert trained.get_vocab() == Tokenizer.from_file(str(run_dir / "tokenizer.json")).get_vocab()
     config = json.loads((tmp_path / "cls" / "model_config.json").read_text())
     assert config["d_model"] == 16 and config["num_classes"] == 2
+
+
+def test_run_directory_refuses_another_run_and_a_resume_without_checkpoint(tiny_pretrained, tiny_data, tmp_path):
+    from tfm_cls.artifacts import RunDirError
+    from tfm_cls.pretrain import prepare_run_dir
+
+    run_dir, _ = tiny_pretrained
+    before = sorted(p.name for p in run_dir.iterdir())
+    with pytest.raises(RunDirError, match=r"holds a different pretraining run \(mlm.mask_prob: 0.15 -> 0.2\)"):
+        prepare_run_dir(tiny_config(tiny_data, run_dir, "mlm.mask_prob=0.2"), resume=False, overwrite=False)
+    with pytest.raises(RunDirError, match="resume it with its own config"):
+        prepare_run_dir(tiny_config(tiny_data, run_dir, "mlm.mask_prob=0.2"), resume=True, overwrite=True)
+    assert sorted(p.name for p in run_dir.iterdir()) == before, "a refused run must not delete files"
+    with pytest.raises(RunDirError, match="holds no pretraining checkpoint"):
+        prepare_run_dir(tiny_config(tiny_data, tmp_path / "empty"), resume=True, overwrite=False)
+    other = tmp_path / "other"
+    other.mkdir()
+    (other / "notes.txt").write_text("mine")
+    with pytest.raises(RunDirError, match="exists and is not empty"):
+        prepare_run_dir(tiny_config(tiny_data, other), resume=False, overwrite=False)
