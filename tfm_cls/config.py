@@ -320,7 +320,14 @@ class TrainConfig:
     num_threads: int | None = None
     """torch CPU threads (None: torch's default)."""
     device: str = "auto"
-    """`auto` (cuda if available), `cpu`, `cuda`, `cuda:1`, ..."""
+    """`auto` (cuda if available), `cpu`, `cuda`, `cuda:1`, ... Under torchrun, `auto` and `cuda` give
+    each process its own GPU (cuda:LOCAL_RANK); see docs/distributed.md."""
+    precision: typing.Literal["auto", "fp32", "bf16", "fp16"] = "auto"
+    """Autocast dtype of forward passes: auto = bf16 on CUDA (fp16 on GPUs without bf16) and fp32
+    on CPU; fp16 adds a gradient scaler. Weights and optimizer state stay fp32."""
+    num_workers: int = 0
+    """DataLoader processes that pad and collate batches (0: the training process itself). On
+    CUDA, batches arrive in pinned memory and are copied asynchronously either way."""
 
     def __post_init__(self) -> None:
         for key in ("epochs", "batch_size", "eval_batch_size", "grad_accum_steps", "log_every", "bucket_batches"):
@@ -338,6 +345,7 @@ class TrainConfig:
         _check(0.0 <= self.warmup_ratio < 1.0, f"train.warmup_ratio: expected [0, 1), got {self.warmup_ratio}")
         _check(len(self.betas) == 2, f"train.betas: expected two numbers, got {self.betas}")
         _check(self.grad_clip >= 0, f"train.grad_clip: expected >= 0, got {self.grad_clip}")
+        _check(self.num_workers >= 0, f"train.num_workers: expected >= 0, got {self.num_workers}")
         _check(0.0 <= self.label_smoothing < 1.0, f"train.label_smoothing: expected [0, 1), got {self.label_smoothing}")
 
 
