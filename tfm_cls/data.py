@@ -383,11 +383,14 @@ def tokenize_splits(splits: DatasetDict, tokenizer: Tokenizer) -> dict[str, Toke
 class LengthBucketSampler:
     """Batches of similar length for one shard (rank of world_size), deterministic per epoch.
 
+    Batches are built globally, `batch_size * world_size` examples each, and each global batch is
+    cut into world_size contiguous parts, part r for rank r. So N processes with batch b step
+    through the very examples that 1 process with batch N*b does, in the same order; every
+    example is seen exactly once per epoch and every rank runs the same number of steps.
     Training (shuffle=True): a seeded permutation per epoch, cut into windows of `bucket_batches`
-    batches, each window sorted by length and cut into batches, then the batch order shuffled.
-    The batch count is evened out across ranks by splitting the largest batches, so every example
-    is seen exactly once per epoch and every rank runs the same number of steps.
-    Evaluation (shuffle=False): sorted by length; rank r takes batches r, r + world_size, ...
+    global batches, each window sorted by length and cut into batches, then the batch order
+    shuffled. A last global batch too small to give every rank an example joins the one before.
+    Evaluation (shuffle=False): sorted by length; a rank's part of the last batch may be empty.
     `epoch_batches(epoch)[position:]` resumes mid-epoch.
     """
 
@@ -397,12 +400,14 @@ class LengthBucketSampler:
     ) -> None:
         if not 0 <= rank < world_size:
             raise ValueError(f"rank {rank} outside world_size {world_size}")
+        if shuffle and len(lengths) < world_size:
+            raise ValueError(f"{len(lengths)} training examples cannot give each of {world_size} processes one")
         self.lengths = np.asarray(lengths)
         self.batch_size, self.shuffle, self.seed = batch_size, shuffle, seed
         self.bucket_batches, self.rank, self.world_size = bucket_batches, rank, world_size
 
-    def _all_batches(self, epoch: int) -> list[np.ndarray]:
-        n, bs = len(self.lengths), self.batch_size
+    def _global_batches(self, epoch: int) -> list[np.ndarray]:
+        n, bs = len(self.lengths), self.batch_size * self.world_size
         if not self.shuffle:
             order = np.argsort(self.lengths, kind="stable")
             return [order[i : i + bs] for i in range(0, n, bs)]
@@ -414,16 +419,13 @@ class LengthBucketSampler:
             chunk = perm[start : start + window]
             chunk = chunk[np.argsort(self.lengths[chunk], kind="stable")]
             batches.extend(chunk[i : i + bs] for i in range(0, len(chunk), bs))
-        batches = [batches[i] for i in rng.permutation(len(batches))]
-        while len(batches) % self.world_size and any(len(b) > 1 for b in batches):
-            largest = max(range(len(batches)), key=lambda i: len(batches[i]))
-            b = batches.pop(largest)
-            batches[largest:largest] = [b[: len(b) // 2], b[len(b) // 2 :]]
-        return batches
+        if len(batches) > 1 and len(batches[-1]) < self.world_size:
+            batches[-2:] = [np.concatenate(batches[-2:])]
+        return [batches[i] for i in rng.permutation(len(batches))]
 
     def epoch_batches(self, epoch: int) -> list[list[int]]:
         """This rank's batches (lists of example indices) for `epoch`, in order."""
-        return [b.tolist() for b in self._all_batches(epoch)[self.rank :: self.world_size]]
+        return [np.array_split(b, self.world_size)[self.rank].tolist() for b in self._global_batches(epoch)]
 
     def __len__(self) -> int:
         return len(self.epoch_batches(0))
