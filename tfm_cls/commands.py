@@ -5,6 +5,7 @@ from __future__ import annotations
 import argparse
 import json
 import logging
+import os
 import sys
 from pathlib import Path
 
@@ -48,7 +49,8 @@ def cmd_train(args: argparse.Namespace) -> int:
     cfg = load_config(ClassifierConfig, args.config, args.overrides)
     metrics = train(cfg, resume=args.resume, overwrite=args.overwrite)
     summary = {split: {k: metrics[split][k] for k in ("accuracy", "macro_f1", "loss")} for split in ("validation", "test")}
-    print(json.dumps({"run_dir": str(cfg.resolved_run_dir()), **summary}))
+    if os.environ.get("RANK", "0") == "0":  # under torchrun every rank returns the metrics; one prints
+        print(json.dumps({"run_dir": str(cfg.resolved_run_dir()), **summary}))
     return 0
 
 

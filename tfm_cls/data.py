@@ -444,6 +444,33 @@ def collate(split: TokenizedSplit, indices: list[int], pad_id: int = 0) -> dict[
     return {"input_ids": input_ids, "attention_mask": attention_mask, "labels": labels}
 
 
+class _CollatedBatches(torch.utils.data.Dataset):
+    """Item i is batch i, padded (DataLoader items are whole batches: the sampler grouped them)."""
+
+    def __init__(self, split: TokenizedSplit, batches: list[list[int]], pad_id: int) -> None:
+        self.split, self.batches, self.pad_id = split, batches, pad_id
+
+    def __len__(self) -> int:
+        return len(self.batches)
+
+    def __getitem__(self, i: int) -> dict[str, torch.Tensor]:
+        return collate(self.split, self.batches[i], self.pad_id)
+
+
+def batch_loader(
+    split: TokenizedSplit, batches: list[list[int]], pad_id: int, device: torch.device, num_workers: int = 0
+) -> torch.utils.data.DataLoader:
+    """The collated `batches`, in order. On CUDA they come in pinned memory, so `.to(device,
+    non_blocking=True)` copies asynchronously; `num_workers` processes collate ahead."""
+    return torch.utils.data.DataLoader(
+        _CollatedBatches(split, batches, pad_id), batch_size=None, shuffle=False, num_workers=num_workers,
+        pin_memory=device.type == "cuda",
+        # Its own generator: a DataLoader draws a seed for its workers from the global RNG otherwise,
+        # and a resumed run (which starts one loader more) would then get other dropout masks.
+        generator=torch.Generator(),
+    )
+
+
 def load_eval_split(cfg: DataConfig, path: str | Path, split: str, labels: list[str]) -> Dataset:
     """One labelled split for `tfm-cls eval --data`: a data file, or the `split` file of a folder.
     Labels are mapped onto a trained run's `labels` (by name where the data names them)."""

@@ -6,7 +6,11 @@
 A run is resumable at any optimizer step: the last checkpoint holds model, optimizer, RNG states,
 step and the sampler's (epoch, position), and batch order is a pure function of (seed, epoch), so
 a resumed run ends with the same weights and metrics as an uninterrupted one (CPU).
-Written with (rank, world_size) in mind for DDP: the sampler shards batches, only rank 0 writes.
+
+Under torchrun every process runs this loop on its shard of each global batch, wrapped in
+DistributedDataParallel (tfm_cls.distributed); evaluation gathers every rank's predictions, and
+only rank 0 writes the run directory, logs and shows progress (docs/distributed.md). Forward
+passes run under the autocast of `train.precision` (tfm_cls.precision).
 """
 
 from __future__ import annotations
@@ -29,6 +33,7 @@ from tqdm.auto import tqdm
 from tqdm.contrib.logging import logging_redirect_tqdm
 
 from tfm_cls import artifacts as A
+from tfm_cls import distributed as D
 from tfm_cls.checkpoint import (
     load_checkpoint,
     load_weights,
@@ -42,19 +47,22 @@ from tfm_cls.data import (
     ClassificationData,
     LengthBucketSampler,
     TokenizedSplit,
-    collate,
+    batch_loader,
     load_data,
     tokenize_splits,
 )
 from tfm_cls.metrics import classification_metrics, confusion, is_better, report_text
 from tfm_cls.plots import plot_confusion_matrix, plot_training_curves
+from tfm_cls.precision import Precision
 from tfm_cls.tokenizer import PAD_ID, configure, load_tokenizer, max_length_of, train_tokenizer
 
 logger = logging.getLogger(__name__)
 
 # Config keys that may differ between a run directory's config and a resumed / rerun one: they
 # do not change what is trained.
-IGNORED_FOR_IDENTITY = {"run_dir", "train.max_minutes", "train.progress", "train.log_every", "train.num_threads"}
+IGNORED_FOR_IDENTITY = {
+    "run_dir", "train.max_minutes", "train.progress", "train.log_every", "train.num_threads", "train.num_workers",
+}
 RUN_FILES = (
     A.CONFIG_FILE, A.MODEL_CONFIG_FILE, A.TOKENIZER_FILE, A.LABELS_FILE, A.WEIGHTS_FILE, A.METRICS_FILE,
     A.HISTORY_FILE, A.REPORT_FILE, A.CONFUSION_FILE, A.CURVES_FILE, A.LAST_CHECKPOINT, A.LOG_FILE,
@@ -137,31 +145,50 @@ def set_body_trainable(model: torch.nn.Module, trainable: bool) -> None:
 @torch.no_grad()
 def predict_logits(
     model: torch.nn.Module, split: TokenizedSplit, batch_size: int, device: torch.device, pad_id: int = PAD_ID,
+    *, env: D.DistEnv | None = None, amp: Precision | None = None,
 ) -> np.ndarray:
-    """Logits [N, C] in the split's order (batches sorted by length for speed)."""
+    """Logits [N, C] in the split's order (batches sorted by length for speed). Under DDP each
+    rank predicts its shard and the rows are gathered: every rank gets all N rows, each once."""
+    env = env or D.DistEnv(device=device)
     was_training = model.training
     model.eval()
-    sampler = LengthBucketSampler(split.lengths, batch_size, shuffle=False)
-    out = np.zeros((len(split), model.config["num_classes"]), dtype=np.float32)
-    for indices in sampler.epoch_batches(0):
-        batch = collate(split, indices, pad_id)
-        logits = model(batch["input_ids"].to(device), batch["attention_mask"].to(device))  # [B, C]
-        out[indices] = logits.float().cpu().numpy()
+    sampler = LengthBucketSampler(split.lengths, batch_size, shuffle=False, rank=env.rank, world_size=env.world_size)
+    shard = [indices for indices in sampler.epoch_batches(0) if indices]
+    rows, parts = [], []
+    for indices, batch in zip(shard, batch_loader(split, shard, pad_id, device)):
+        with amp.autocast() if amp else contextlib.nullcontext():
+            logits = model(batch["input_ids"].to(device, non_blocking=True),
+                           batch["attention_mask"].to(device, non_blocking=True))  # [B, C]
+        rows.extend(indices)
+        parts.append(logits.float().cpu().numpy())
+    num_classes = model.config["num_classes"]
+    local = np.concatenate(parts) if parts else np.zeros((0, num_classes), dtype=np.float32)  # [n_rank, C]
+    indices = D.all_gather_rows(np.asarray(rows, dtype=np.int64), env)  # [N]
+    gathered = D.all_gather_rows(local, env)  # [N, C]
+    counts = np.bincount(indices, minlength=len(split))
+    if len(counts) != len(split) or not (counts == 1).all():
+        raise RuntimeError(
+            f"evaluation covered {int((counts > 0).sum())} of {len(split)} examples with {len(indices)} predictions: "
+            "each example must be predicted exactly once"
+        )
+    out = np.empty((len(split), num_classes), dtype=np.float32)
+    out[indices] = gathered
     model.train(was_training)
     return out
 
 
 def evaluate(
     model: torch.nn.Module, split: TokenizedSplit, labels: list[str], batch_size: int, device: torch.device,
-    pad_id: int = PAD_ID,
+    pad_id: int = PAD_ID, *, env: D.DistEnv | None = None, amp: Precision | None = None,
 ) -> tuple[dict[str, Any], np.ndarray]:
-    """Metrics (loss, accuracy, macro_f1, per_class, seconds, texts_per_second) and the logits."""
+    """Metrics (loss, accuracy, macro_f1, per_class, examples, seconds, texts_per_second) and the
+    logits, over the whole split (gathered from every rank under DDP)."""
     start = time.perf_counter()
-    logits = predict_logits(model, split, batch_size, device, pad_id)
+    logits = predict_logits(model, split, batch_size, device, pad_id, env=env, amp=amp)
     seconds = time.perf_counter() - start
     loss = F.cross_entropy(torch.from_numpy(logits), torch.from_numpy(split.labels)).item()
     metrics = {"loss": loss, **classification_metrics(split.labels, logits.argmax(-1), labels)}
-    metrics.update(examples=len(split), seconds=seconds, texts_per_second=len(split) / max(seconds, 1e-9))
+    metrics.update(examples=len(logits), seconds=seconds, texts_per_second=len(logits) / max(seconds, 1e-9))
     return metrics, logits
 
 
@@ -244,29 +271,28 @@ def seed_everything(seed: int) -> None:
 
 
 def resolve_device(name: str) -> torch.device:
-    if name == "auto":
-        return torch.device("cuda" if torch.cuda.is_available() else "cpu")
-    device = torch.device(name)
-    if device.type == "cuda" and not torch.cuda.is_available():
-        raise ConfigError(f"train.device={name}: CUDA is not available on this machine")
-    return device
+    """`auto` (CUDA if available), `cpu`, `cuda`, `cuda:N`; ConfigError when CUDA is asked for but absent."""
+    return D.select_device(name)
 
 
 def build_model_and_tokenizer(
-    cfg: ClassifierConfig, data: ClassificationData, run_dir: Path, resume: bool
+    cfg: ClassifierConfig, data: ClassificationData, run_dir: Path, resume: bool, env: D.DistEnv | None = None,
 ) -> tuple[torch.nn.Module, Any]:
-    """The classifier and its tokenizer: from `model.init_from`, or trained on the training texts."""
+    """The classifier and its tokenizer: from `model.init_from`, or trained on the training texts.
+    Under DDP rank 0 reads the run directory or trains the tokenizer and hands it to the others
+    (the run directory need not be on a disk every node sees)."""
+    env = env or D.DistEnv()
     num_classes = len(data.labels)
     if resume:  # exactly what the interrupted run built (weights come from the checkpoint)
-        tokenizer = load_tokenizer(run_dir / A.TOKENIZER_FILE)
-        model = A.build_model(A.read_json(run_dir / A.MODEL_CONFIG_FILE))
+        tokenizer = D.on_main(env, load_tokenizer, run_dir / A.TOKENIZER_FILE)
+        model = A.build_model(D.on_main(env, A.read_json, run_dir / A.MODEL_CONFIG_FILE))
     elif cfg.model.init_from:
         from tfm_cls.init_from import load_pretrained
 
         model, tokenizer = load_pretrained(cfg.model.init_from, cfg.model, num_classes)
         tokenizer = configure_truncation(tokenizer, cfg.tokenizer.max_length)
     else:
-        tokenizer = train_tokenizer(data.splits["train"]["text"], cfg.tokenizer)
+        tokenizer = D.on_main(env, train_tokenizer, data.splits["train"]["text"], cfg.tokenizer)
         model = A.build_model(
             dict(vocab_size=tokenizer.get_vocab_size(), num_classes=num_classes, pad_token_id=PAD_ID, **cfg.model.model_kwargs())
         )
@@ -316,64 +342,94 @@ class TrainState:
 
 
 def train(cfg: ClassifierConfig, *, resume: bool = False, overwrite: bool = False) -> dict[str, Any]:
-    """Train, evaluate and write the run directory; returns the contents of metrics.json."""
-    run_dir = prepare_run_dir(cfg, resume=resume, overwrite=overwrite)
-    with log_to_file(run_dir / A.LOG_FILE), logging_redirect_tqdm():
-        return _train(cfg, run_dir, resume)
+    """Train, evaluate and write the run directory; returns the contents of metrics.json.
+    Under torchrun, every process calls this (DDP; docs/distributed.md)."""
+    with D.process_group(cfg.train.device) as env:
+        D.quiet_other_ranks(env)
+        run_dir = D.on_main(env, prepare_run_dir, cfg, resume=resume, overwrite=overwrite)
+        log_file = log_to_file(run_dir / A.LOG_FILE) if env.is_main else contextlib.nullcontext()
+        with log_file, logging_redirect_tqdm():
+            return _train(cfg, run_dir, resume, env)
 
 
-def _train(cfg: ClassifierConfig, run_dir: Path, resume: bool) -> dict[str, Any]:
+def _train(cfg: ClassifierConfig, run_dir: Path, resume: bool, env: D.DistEnv) -> dict[str, Any]:
     tc = cfg.train
-    rank, world_size = 0, 1  # DDP: from torch.distributed; every write below is rank 0's
+    device = env.device  # every write below is rank 0's (env.is_main)
     if tc.num_threads:
         torch.set_num_threads(tc.num_threads)
     seed_everything(cfg.seed)
-    device = resolve_device(tc.device)
+    amp = Precision(tc.precision, device)
 
-    data = load_data(cfg.data)
-    model, tokenizer = build_model_and_tokenizer(cfg, data, run_dir, resume)
+    with D.main_first(env):  # rank 0 fills the datasets cache, the others read it
+        data = load_data(cfg.data)
+    model, tokenizer = build_model_and_tokenizer(cfg, data, run_dir, resume, env)
     model.to(device)
+    if env.distributed:  # same initial weights everywhere (DDP broadcasts rank 0's), own dropout masks
+        torch.manual_seed(cfg.seed + env.rank)
     pad_id = model.config.get("pad_token_id") or PAD_ID
-    save_config(cfg, run_dir / A.CONFIG_FILE)
-    A.write_json(run_dir / A.MODEL_CONFIG_FILE, model.config)
-    A.write_json(run_dir / A.LABELS_FILE, data.labels)
-    tokenizer.save(str(run_dir / A.TOKENIZER_FILE))
+    if env.is_main:
+        save_config(cfg, run_dir / A.CONFIG_FILE)
+        A.write_json(run_dir / A.MODEL_CONFIG_FILE, model.config)
+        A.write_json(run_dir / A.LABELS_FILE, data.labels)
+        tokenizer.save(str(run_dir / A.TOKENIZER_FILE))
 
-    splits = tokenize_splits(data.splits, tokenizer)
+    with D.main_first(env):
+        splits = tokenize_splits(data.splits, tokenizer)
     train_split = splits["train"]
     sampler = LengthBucketSampler(
         train_split.lengths, tc.batch_size, shuffle=True, seed=cfg.seed, bucket_batches=tc.bucket_batches,
-        rank=rank, world_size=world_size,
+        rank=env.rank, world_size=env.world_size,
     )
     batches_per_epoch = len(sampler)
     steps_per_epoch = math.ceil(batches_per_epoch / tc.grad_accum_steps)
     planned_steps = tc.max_steps or tc.epochs * steps_per_epoch
     num_params = sum(p.numel() for p in model.parameters())
     logger.info(
-        "model: %.2fM parameters, %d layers, d_model %d; %d train batches per epoch, %d steps planned, device %s",
+        "model: %.2fM parameters, %d layers, d_model %d; %d train batches per epoch, %d steps planned, device %s, "
+        "%s, %d process(es) x batch %d",
         num_params / 1e6, len(model.encoder.layers), model.config["d_model"], batches_per_epoch, planned_steps, device,
+        amp.name, env.world_size, tc.batch_size,
     )
 
     optimizer = torch.optim.AdamW(param_groups(model, tc), lr=tc.lr, betas=tuple(tc.betas))
     state = TrainState()
     if resume:
-        ckpt = load_checkpoint(run_dir / A.LAST_CHECKPOINT)
+        ckpt = D.on_main(env, load_checkpoint, run_dir / A.LAST_CHECKPOINT)
+        if ckpt.get("world_size", 1) != env.world_size:
+            raise ConfigError(
+                f"--resume: {run_dir / A.LAST_CHECKPOINT} was written by {ckpt.get('world_size', 1)} process(es), "
+                f"this run has {env.world_size}; resume with the same number (the global batch and the "
+                "sampler's position depend on it)"
+            )
         model.load_state_dict(ckpt["model"])
         optimizer.load_state_dict(ckpt["optimizer"])
+        amp.load_state_dict(ckpt.get("scaler", {}))
         state = TrainState(**ckpt["state"])
-        set_rng_state(ckpt["rng"])
+        set_rng_state(ckpt.get("rng_per_rank", [ckpt["rng"]])[env.rank])
         logger.info("resumed from step %d (epoch %d, batch %d)", state.step, state.epoch, state.position)
+    set_body_trainable(model, state.step >= tc.head_only_steps)
+    train_model = D.wrap_model(model, env)  # after freezing: DDP synchronises what requires grad now
+    pending_loss = torch.zeros((), dtype=torch.float64, device=device)  # summed on the device: no sync per batch
+
+    def flush_loss() -> None:
+        state.loss_sum += pending_loss.item()
+        pending_loss.zero_()
 
     def checkpoint() -> None:
-        if rank == 0:
+        flush_loss()
+        rngs = D.all_gather_object(rng_state(), env)  # a collective: every rank calls checkpoint()
+        if env.is_main:
             save_checkpoint(
                 run_dir / A.LAST_CHECKPOINT,
-                {"model": model.state_dict(), "optimizer": optimizer.state_dict(), "rng": rng_state(),
+                {"model": model.state_dict(), "optimizer": optimizer.state_dict(), "rng": rngs[0],
+                 "rng_per_rank": rngs, "scaler": amp.state_dict(), "world_size": env.world_size,
                  "state": dataclasses.asdict(state), "step": state.step},
             )
 
     def run_eval() -> None:
-        metrics, _ = evaluate(model, splits["validation"], data.labels, tc.eval_batch_size, device, pad_id)
+        metrics, _ = evaluate(
+            model, splits["validation"], data.labels, tc.eval_batch_size, device, pad_id, env=env, amp=amp
+        )
         value = metrics[tc.best_metric]
         state.last_eval_step = state.step
         state.history["eval"].append(
@@ -381,7 +437,7 @@ def _train(cfg: ClassifierConfig, run_dir: Path, resume: bool) -> dict[str, Any]
         )
         if is_better(tc.best_metric, value, state.best_value):
             state.best_value, state.best_step, state.bad_evals = value, state.step, 0
-            if rank == 0:
+            if env.is_main:
                 save_weights(model, run_dir / A.WEIGHTS_FILE)
         else:
             state.bad_evals += 1
@@ -394,54 +450,67 @@ def _train(cfg: ClassifierConfig, run_dir: Path, resume: bool) -> dict[str, Any]
             state.stopped = f"early stopping: {state.bad_evals} evaluations without a better {tc.best_metric}"
 
     total_steps = planned_steps
-    set_body_trainable(model, state.step >= tc.head_only_steps)
     model.train()
     session_start, session_start_seconds = time.perf_counter(), state.seconds
-    rate_start = (time.perf_counter(), state.step)
+    rate_start = (state.seconds, state.step)
     budget = tc.max_minutes * 60 if tc.max_minutes else None
 
     while not state.stopped and state.epoch < tc.epochs and state.step < planned_steps:
         batches = sampler.epoch_batches(state.epoch)
+        loader = iter(batch_loader(train_split, batches[state.position :], pad_id, device, tc.num_workers))
         bar = tqdm(
             total=len(batches), initial=state.position, desc=f"epoch {state.epoch + 1}/{tc.epochs}",
-            disable=not tc.progress, leave=False, dynamic_ncols=True,
+            disable=not tc.progress or not env.is_main, leave=False, dynamic_ncols=True,
         )
         window_start, window_tokens = time.perf_counter(), 0
         while state.position < len(batches) and not state.stopped:
             # One optimizer step: up to grad_accum_steps micro-batches (fewer at the epoch's end).
-            micro = batches[state.position : state.position + tc.grad_accum_steps]
-            for indices in micro:
-                batch = {k: v.to(device) for k, v in collate(train_split, indices, pad_id).items()}
-                logits = model(batch["input_ids"], batch["attention_mask"])  # [B, C]
-                loss = F.cross_entropy(logits, batch["labels"], label_smoothing=tc.label_smoothing)
-                (loss / len(micro)).backward()
-                state.loss_sum += loss.item()
-                state.loss_count += 1
-                tokens = int(batch["attention_mask"].sum())
-                state.tokens += tokens
-                window_tokens += tokens
-            if tc.grad_clip > 0:
-                torch.nn.utils.clip_grad_norm_(model.parameters(), tc.grad_clip)
+            n_micro = min(tc.grad_accum_steps, len(batches) - state.position)
+            step_tokens = 0
+            for i in range(n_micro):
+                batch = next(loader)
+                step_tokens += int(batch["attention_mask"].sum())  # still on the host: no device sync
+                batch = {k: v.to(device, non_blocking=True) for k, v in batch.items()}
+                with D.no_sync(train_model, skip=i < n_micro - 1):  # DDP all-reduces on the last micro-batch
+                    with amp.autocast():
+                        logits = train_model(batch["input_ids"], batch["attention_mask"])  # [B, C]
+                        loss = F.cross_entropy(logits, batch["labels"], label_smoothing=tc.label_smoothing)
+                    amp.backward(loss / n_micro)
+                pending_loss += loss.detach()
+            seconds = session_start_seconds + (time.perf_counter() - session_start)
+            if env.distributed:
+                # One small collective per step gives every rank the same clock and totals, so
+                # time-budget stops and learning rates cannot diverge between ranks.
+                totals = D.gather_scalars([seconds, step_tokens, pending_loss.item(), n_micro], env)  # [world, 4]
+                pending_loss.zero_()
+                seconds, step_tokens = float(totals[:, 0].max()), int(totals[:, 1].sum())
+                state.loss_sum += float(totals[:, 2].sum())
+                state.loss_count += int(totals[:, 3].sum())
+            else:
+                state.loss_count += n_micro
+            state.tokens += step_tokens
+            window_tokens += step_tokens
             lr = get_lr(state.step, lr=1.0, warmup_steps=warmup_of(tc, total_steps), total_steps=total_steps,
                         schedule=tc.schedule, min_lr_ratio=tc.min_lr_ratio)
             for group in optimizer.param_groups:
                 group["lr"] = group["base_lr"] * lr
-            optimizer.step()
-            optimizer.zero_grad(set_to_none=True)
+            amp.step(optimizer, model.parameters(), tc.grad_clip)
             state.step += 1
-            state.position += len(micro)
-            bar.update(len(micro))
+            state.position += n_micro
+            bar.update(n_micro)
             if state.step == tc.head_only_steps:
                 set_body_trainable(model, True)
+                train_model = D.wrap_model(model, env)  # DDP takes the newly trainable parameters on
 
-            now = time.perf_counter()
-            state.seconds = session_start_seconds + (now - session_start)
+            state.seconds = seconds
             if budget is not None:
                 # Stretch the decay to end with the time budget: project the steps still affordable.
-                rate = (state.step - rate_start[1]) / max(now - rate_start[0], 1e-9)
+                rate = (state.step - rate_start[1]) / max(state.seconds - rate_start[0], 1e-9)
                 affordable = state.step + int(rate * max(budget - state.seconds, 0.0))
                 total_steps = max(state.step + 1, min(planned_steps, affordable))
             if state.step % tc.log_every == 0 or state.position >= len(batches):
+                flush_loss()
+                now = time.perf_counter()
                 tokens_per_s = window_tokens / max(now - window_start, 1e-9)
                 mean_loss = state.loss_sum / max(state.loss_count, 1)
                 state.history["train"].append({"step": state.step, "loss": mean_loss, "lr": tc.lr * lr})
@@ -459,6 +528,7 @@ def _train(cfg: ClassifierConfig, run_dir: Path, resume: bool) -> dict[str, Any]
             if (tc.checkpoint_every and state.step % tc.checkpoint_every == 0) or state.last_eval_step == state.step:
                 checkpoint()
         bar.close()
+        del loader  # ends its worker processes before the next epoch starts new ones
         if state.position >= len(batches):  # epoch done
             state.epoch, state.position = state.epoch + 1, 0
             if not tc.eval_every and state.last_eval_step != state.step:
@@ -467,23 +537,30 @@ def _train(cfg: ClassifierConfig, run_dir: Path, resume: bool) -> dict[str, Any]
     if state.last_eval_step != state.step or state.best_step < 0:
         run_eval()
         checkpoint()
+    # Release DDP's reducer (it holds the process group, which teardown destroys) and the optimizer state.
+    train_model = optimizer = None  # noqa: F841
     state.stopped = state.stopped or f"completed {tc.epochs} epochs"
     logger.info("training stopped (%s) after %d steps, %.1f s", state.stopped, state.step, state.seconds)
     epochs_done = state.epoch + state.position / batches_per_epoch
-    return finish_run(cfg, run_dir, model, data, splits, state, device, pad_id, num_params, epochs_done)
+    return finish_run(cfg, run_dir, model, data, splits, state, env, amp, pad_id, num_params, epochs_done)
 
 
 def finish_run(
     cfg: ClassifierConfig, run_dir: Path, model: torch.nn.Module, data: ClassificationData,
-    splits: dict[str, TokenizedSplit], state: TrainState, device: torch.device, pad_id: int, num_params: int,
-    epochs_done: float,
+    splits: dict[str, TokenizedSplit], state: TrainState, env: D.DistEnv, amp: Precision, pad_id: int,
+    num_params: int, epochs_done: float,
 ) -> dict[str, Any]:
-    """Evaluate the best weights on validation and test; write metrics, report and figures."""
-    load_weights(model, run_dir / A.WEIGHTS_FILE)
-    tc = cfg.train
+    """Evaluate the best weights on validation and test; write metrics, report and figures (rank 0)."""
+    D.on_main(env, load_weights, model, run_dir / A.WEIGHTS_FILE)
+    D.broadcast_module(model, env)  # the other ranks may not see rank 0's disk
+    tc, device = cfg.train, env.device
     results: dict[str, Any] = {}
-    results["validation"], _ = evaluate(model, splits["validation"], data.labels, tc.eval_batch_size, device, pad_id)
-    results["test"], test_logits = evaluate(model, splits["test"], data.labels, tc.eval_batch_size, device, pad_id)
+    results["validation"], _ = evaluate(
+        model, splits["validation"], data.labels, tc.eval_batch_size, device, pad_id, env=env, amp=amp
+    )
+    results["test"], test_logits = evaluate(
+        model, splits["test"], data.labels, tc.eval_batch_size, device, pad_id, env=env, amp=amp
+    )
     predictions = test_logits.argmax(-1)
     test = splits["test"]
     metrics = {
@@ -496,6 +573,9 @@ def finish_run(
         "train_seconds": state.seconds,
         "train_tokens_per_second": state.tokens / max(state.seconds, 1e-9),
         "num_parameters": num_params,
+        "device": str(device),
+        "precision": amp.name,
+        "world_size": env.world_size,
         "labels": data.labels,
         "data": {
             "source": data.source,
@@ -505,11 +585,14 @@ def finish_run(
             "empty": {name: split.num_empty for name, split in splits.items()},
         },
     }
-    A.write_json(run_dir / A.METRICS_FILE, metrics)
-    A.write_json(run_dir / A.HISTORY_FILE, state.history)
-    (run_dir / A.REPORT_FILE).write_text(report_text(test.labels, predictions, data.labels), encoding="utf-8")
-    plot_confusion_matrix(confusion(test.labels, predictions, len(data.labels)), data.labels, run_dir / A.CONFUSION_FILE)
-    plot_training_curves(state.history, run_dir / A.CURVES_FILE, tc.best_metric)
+    if env.is_main:
+        A.write_json(run_dir / A.METRICS_FILE, metrics)
+        A.write_json(run_dir / A.HISTORY_FILE, state.history)
+        (run_dir / A.REPORT_FILE).write_text(report_text(test.labels, predictions, data.labels), encoding="utf-8")
+        plot_confusion_matrix(
+            confusion(test.labels, predictions, len(data.labels)), data.labels, run_dir / A.CONFUSION_FILE
+        )
+        plot_training_curves(state.history, run_dir / A.CURVES_FILE, tc.best_metric)
     logger.info(
         "best (step %d): validation accuracy %.4f macro-F1 %.4f | test accuracy %.4f macro-F1 %.4f -> %s",
         state.best_step, results["validation"]["accuracy"], results["validation"]["macro_f1"],

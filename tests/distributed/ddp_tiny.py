@@ -1,0 +1,113 @@
+"""Tiny data, a tiny config and a torchrun launcher for the DDP tests (2 CPU processes, gloo)."""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import os
+import random
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+CLASSES = ["animals", "food", "sports"]
+WORDS = {
+    "animals": ["cat", "dog", "horse", "tiger", "bird", "fish"],
+    "food": ["bread", "apple", "cheese", "pasta", "soup", "rice"],
+    "sports": ["tennis", "soccer", "golf", "rugby", "boxing", "chess"],
+}
+FILLER = ["the", "a", "some", "very", "really", "about", "and", "with"]
+# 48 training texts = 6 global batches of 8: each rank's half-batch has exactly 4 examples, so
+# DDP's mean of per-rank mean losses is the single process's mean loss. Validation and test sizes
+# are odd, and 33 with a global evaluation batch of 16 leaves one rank an empty last part.
+SIZES = {"train": 48, "validation": 33, "test": 29}
+
+# Byte-level BPE: deterministic across processes (WordPiece breaks count ties in hash-map order).
+TINY = [
+    "name=ddp", "seed=0", "tokenizer.kind=bpe", "tokenizer.vocab_size=300", "tokenizer.min_frequency=1",
+    "tokenizer.max_length=16", "model.d_model=16", "model.nhead=2", "model.num_layers=1",
+    "model.dim_feedforward=32", "model.max_len=32", "model.dropout=0.0", "train.epochs=2", "train.lr=1e-2",
+    "train.warmup_steps=2", "train.eval_batch_size=8", "train.progress=false", "train.num_threads=1",
+    "train.log_every=3", "train.device=cpu",
+]
+
+
+def make_texts(n: int, seed: int) -> list[dict]:
+    rng = random.Random(seed)
+    rows = []
+    for i in range(n):
+        label = i % len(CLASSES)
+        words = [rng.choice(WORDS[CLASSES[label]]) for _ in range(rng.randint(2, 5))]
+        words += [rng.choice(FILLER) for _ in range(rng.randint(1, 6))]
+        rng.shuffle(words)
+        rows.append({"text": " ".join(words), "label": label})
+    return rows
+
+
+def write_data(folder: Path) -> Path:
+    folder.mkdir(parents=True, exist_ok=True)
+    for seed, (split, n) in enumerate(SIZES.items()):
+        (folder / f"{split}.jsonl").write_text("".join(json.dumps(r) + "\n" for r in make_texts(n, seed)))
+    (folder / "labels.json").write_text(json.dumps(CLASSES))
+    return folder
+
+
+def overrides(data_dir: Path, run_dir: Path, batch_size: int, *extra: str) -> list[str]:
+    return [*TINY, f"data.path={data_dir}", f"run_dir={run_dir}", f"train.batch_size={batch_size}", *extra]
+
+
+def config_file(path: Path, data_dir: Path, run_dir: Path, batch_size: int, *extra: str) -> Path:
+    """The tiny config as a YAML file: torchrun runs `tfm-cls train --config FILE` (without --config
+    the CLI would start from configs/cls/bbc.yaml), and in-process runs load the same file."""
+    from tfm_cls.config import ClassifierConfig, load_config, save_config
+
+    save_config(load_config(ClassifierConfig, None, overrides(data_dir, run_dir, batch_size, *extra)), path)
+    return path
+
+
+def torchrun_cmd(nproc: int, args: list[str]) -> list[str]:
+    return [sys.executable, "-m", "torch.distributed.run", "--standalone", f"--nproc_per_node={nproc}",
+            "-m", "tfm_cls.cli", "train", *args]
+
+
+def torchrun_train(nproc: int, args: list[str], timeout: float = 240) -> subprocess.CompletedProcess:
+    """`tfm-cls train` under torchrun; fails the test with the log tail if it does not exit 0."""
+    done = subprocess.run(torchrun_cmd(nproc, args), capture_output=True, text=True, timeout=timeout,
+                          env=os.environ.copy())
+    assert done.returncode == 0, f"torchrun exited {done.returncode}:\n{done.stderr[-4000:]}"
+    return done
+
+
+def torchrun_killed_after_checkpoint(nproc: int, args: list[str], checkpoint: Path, timeout: float = 240) -> None:
+    """Start `tfm-cls train` under torchrun and SIGKILL every rank and the agent as soon as the
+    first checkpoint exists: an interrupted multi-process run."""
+    proc = subprocess.Popen(torchrun_cmd(nproc, args), stdout=subprocess.DEVNULL, stderr=subprocess.PIPE,
+                            env=os.environ.copy())
+    deadline = time.monotonic() + timeout
+    try:
+        while not checkpoint.exists() and proc.poll() is None and time.monotonic() < deadline:
+            time.sleep(0.005)
+        assert proc.poll() is None, f"the run ended before it could be killed: {proc.stderr.read().decode()[-3000:]}"
+    finally:
+        # torchrun starts its workers in sessions of their own: kill them by pid, then the agent.
+        for pid in [*_descendants(proc.pid), proc.pid]:
+            with contextlib.suppress(ProcessLookupError):
+                os.kill(pid, signal.SIGKILL)
+        proc.communicate(timeout=30)
+
+
+def _descendants(pid: int) -> list[int]:
+    """Child processes of `pid`, recursively (Linux /proc)."""
+    children: dict[int, list[int]] = {}
+    for stat in Path("/proc").glob("[0-9]*/stat"):
+        with contextlib.suppress(OSError, ValueError, IndexError):
+            fields = stat.read_text().rsplit(")", 1)[1].split()
+            children.setdefault(int(fields[1]), []).append(int(stat.parent.name))
+    out, todo = [], [pid]
+    while todo:
+        for child in children.get(todo.pop(), []):
+            out.append(child)
+            todo.append(child)
+    return out
