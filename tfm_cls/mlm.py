@@ -7,8 +7,9 @@ padding never are), and tokens sharing a word id are masked together in whole-wo
 
 Masking is BERT's (Devlin et al., 2019, section 3.1): a fraction `mask_prob` of the maskable tokens
 becomes a prediction target; of those, 80% are replaced by [MASK], 10% by a random token and 10%
-are kept. Masks are drawn afresh for every batch (RoBERTa's dynamic masking) from a generator the
-training loop seeds per step, so a resumed run draws exactly the masks of an uninterrupted one.
+are kept. Masks are drawn afresh for every batch (RoBERTa's dynamic masking) from generators the
+training loop seeds per sequence and epoch, so a resumed run draws exactly the masks of an
+uninterrupted one, and N data-parallel processes the masks of one process with N times the batch.
 """
 
 from __future__ import annotations
@@ -157,47 +158,71 @@ def span_start_probability(mask_prob: float, geometric_p: float, max_span: int) 
     return (lo + hi) / 2
 
 
+Generators = torch.Generator | Sequence[torch.Generator] | None
+"""One generator for the whole batch, or one per row (see `_rand`), or None (torch's global one)."""
+
+
+def _rand(batch: int, width: int, generator: Generators, row_widths: Sequence[int] | torch.Tensor | None = None) -> torch.Tensor:
+    """Uniform [0, 1) draws [batch, width].
+
+    With one generator per row, row r draws only its own `row_widths[r]` numbers (the rest are
+    1.0, which never selects anything), so a row's masks do not depend on the other rows: a
+    sequence is masked the same whether it is batched with others, or on another DDP rank.
+    """
+    if generator is None or isinstance(generator, torch.Generator):
+        return torch.rand(batch, width, generator=generator)
+    if len(generator) != batch:
+        raise ValueError(f"got {len(generator)} generators for a batch of {batch} rows")
+    out = torch.ones(batch, width)
+    for row, gen in enumerate(generator):
+        n = width if row_widths is None else min(int(row_widths[row]), width)
+        out[row, :n] = torch.rand(n, generator=gen)
+    return out
+
+
 def select_targets(
     word_ids: torch.Tensor,
     mask_prob: float,
     mode: str = "token",
-    generator: torch.Generator | None = None,
+    generator: Generators = None,
     span_geometric_p: float = 0.2,
     max_span: int = 10,
+    lengths: Sequence[int] | torch.Tensor | None = None,
 ) -> torch.Tensor:
     """Choose which tokens become prediction targets. word_ids: [B, T] (-1 = never). Returns bool [B, T].
 
     token: each maskable token independently with `mask_prob`.
     whole_word: each word independently with `mask_prob`; all of its pieces together.
     span: runs of whole words (SpanBERT), each word covered with about `mask_prob`.
+    `lengths` [B]: tokens per row before padding (only used with one generator per row).
     """
     if mode not in MASKING_MODES:
         raise ValueError(f"masking mode must be one of {list(MASKING_MODES)}, got {mode!r}")
     maskable = word_ids >= 0  # [B, T]
     batch, seq = word_ids.shape
     if mode == "token":
-        draw = torch.rand(batch, seq, generator=generator) < mask_prob
-        return draw & maskable
-    n_words = int(word_ids.max().item()) + 1 if maskable.any() else 0
+        return (_rand(batch, seq, generator, lengths) < mask_prob) & maskable
+    row_words = word_ids.max(dim=1).values + 1  # [B] words per row (0 for a row without any)
+    n_words = max(int(row_words.max().item()), 1) if batch else 1
     word_index = word_ids.clamp(min=0)  # [B, T]
     if mode == "whole_word":
-        word_selected = torch.rand(batch, max(n_words, 1), generator=generator) < mask_prob  # [B, W]
+        word_selected = _rand(batch, n_words, generator, row_words) < mask_prob  # [B, W]
     else:
         q = span_start_probability(mask_prob, span_geometric_p, max_span)
         # Spans may start up to max_span - 1 words before the sequence so its first words are covered
         # as often as the others (position p here is word p - lead).
         lead = max_span - 1
-        n_starts = max(n_words, 1) + lead
-        starts = torch.rand(batch, n_starts, generator=generator) < q  # [B, W + lead]
+        n_starts = n_words + lead
+        starts = _rand(batch, n_starts, generator, row_words + lead) < q  # [B, W + lead]
         # Span length per start: geometric(p) in {1, 2, ...}, clipped at max_span.
-        u = torch.rand(batch, n_starts, generator=generator).clamp_min(1e-12)
-        lengths = (torch.floor(torch.log(u) / np.log1p(-span_geometric_p)) + 1).clamp(max=max_span).long()
+        u = _rand(batch, n_starts, generator, row_words + lead).clamp_min(1e-12)
+        span = (torch.floor(torch.log(u) / np.log1p(-span_geometric_p)) + 1).clamp(max=max_span).long()
         # Difference array: +1 at each span start, -1 just past its end; a prefix sum > 0 = covered.
         delta = torch.zeros(batch, n_starts + max_span, dtype=torch.long)  # [B, W + lead + max_span]
         positions = torch.arange(n_starts).expand(batch, -1)
         delta.scatter_add_(1, positions, starts.long())
-        delta.scatter_add_(1, positions + lengths, -starts.long())
-        word_selected = delta.cumsum(1)[:, lead : lead + max(n_words, 1)] > 0  # [B, W]
+        delta.scatter_add_(1, positions + span, -starts.long())
+        word_selected = delta.cumsum(1)[:, lead : lead + n_words] > 0  # [B, W]
     return torch.gather(word_selected, 1, word_index) & maskable
 
 
@@ -208,26 +233,29 @@ def apply_mask(
     random_token_ids: torch.Tensor,
     mask_token_frac: float = 0.8,
     random_token_frac: float = 0.1,
-    generator: torch.Generator | None = None,
+    generator: Generators = None,
+    lengths: Sequence[int] | torch.Tensor | None = None,
 ) -> tuple[torch.Tensor, torch.Tensor]:
     """Corrupt the target tokens BERT's way. input_ids, targets: [B, T]. Returns (inputs, labels) [B, T].
 
     Each target becomes [MASK] with `mask_token_frac`, a random token from `random_token_ids` with
     `random_token_frac`, otherwise stays; labels hold the original id at targets, IGNORE_INDEX elsewhere.
     """
+    batch, seq = input_ids.shape
     labels = torch.where(targets, input_ids, torch.full_like(input_ids, IGNORE_INDEX))
-    u = torch.rand(input_ids.shape, generator=generator)
+    u = _rand(batch, seq, generator, lengths)
     to_mask = targets & (u < mask_token_frac)
     to_random = targets & (u >= mask_token_frac) & (u < mask_token_frac + random_token_frac)
     inputs = input_ids.clone()
     inputs[to_mask] = mask_token_id
-    pick = torch.randint(len(random_token_ids), input_ids.shape, generator=generator)
+    n = len(random_token_ids)
+    pick = (_rand(batch, seq, generator, lengths) * n).long().clamp(max=n - 1)  # uniform over random_token_ids
     inputs[to_random] = random_token_ids[pick][to_random]
     return inputs, labels
 
 
 class MLMCollator:
-    """Pads a list of (ids, word_ids) sequences and masks them; call with the step's generator."""
+    """Pads a list of (ids, word_ids) sequences and masks them with the given generator(s)."""
 
     def __init__(
         self,
@@ -281,12 +309,15 @@ class MLMCollator:
         return input_ids, word_ids, attention_mask
 
     def __call__(
-        self, examples: Sequence[tuple[np.ndarray, np.ndarray]], generator: torch.Generator | None = None
+        self, examples: Sequence[tuple[np.ndarray, np.ndarray]], generator: Generators = None
     ) -> dict[str, torch.Tensor]:
-        """Returns input_ids, attention_mask (True = real token) and labels, each [B, T]."""
+        """Returns input_ids, attention_mask (True = real token) and labels, each [B, T].
+
+        `generator`: one for the batch, or one per example (masks independent of the batching)."""
         input_ids, word_ids, attention_mask = self.pad(examples)
+        lengths = attention_mask.sum(dim=1)  # [B]
         targets = select_targets(
-            word_ids, self.mask_prob, self.mode, generator, self.span_geometric_p, self.max_span
+            word_ids, self.mask_prob, self.mode, generator, self.span_geometric_p, self.max_span, lengths
         )
         inputs, labels = apply_mask(
             input_ids,
@@ -296,5 +327,6 @@ class MLMCollator:
             self.mask_token_frac,
             self.random_token_frac,
             generator,
+            lengths,
         )
         return {"input_ids": inputs, "attention_mask": attention_mask, "labels": labels}

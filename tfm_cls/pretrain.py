@@ -25,7 +25,6 @@ import contextlib
 import dataclasses
 import logging
 import math
-import os
 import time
 import typing
 from pathlib import Path
@@ -43,6 +42,7 @@ from tqdm.auto import tqdm
 from tqdm.contrib.logging import logging_redirect_tqdm
 
 from tfm_cls import artifacts as A
+from tfm_cls import distributed as D
 from tfm_cls.checkpoint import (
     CheckpointError,
     atomic_path,
@@ -70,6 +70,7 @@ from tfm_cls.mlm import (
     tokenize_documents,
 )
 from tfm_cls.model import TransformerClassifier
+from tfm_cls.precision import Precision
 from tfm_cls.pretrain_data import CorpusError, assemble_corpus, read_hub_texts, read_text_file
 from tfm_cls.tokenizer import CLS, MASK, PAD_ID, SEP, SPECIAL_TOKENS, load_tokenizer, train_tokenizer
 
@@ -258,17 +259,15 @@ class MaskedLanguageModel(TransformerClassifier):
         return {k: v for k, v in self.state_dict().items() if not k.startswith("mlm_head.")}
 
 
-def mlm_loss(model: nn.Module, batch: dict[str, Tensor]) -> tuple[Tensor, int, int]:
-    """Mean cross-entropy over the target tokens; also (number of targets, number correct)."""
+def mlm_loss(model: nn.Module, batch: dict[str, Tensor]) -> tuple[Tensor, Tensor, Tensor]:
+    """Mean cross-entropy over the target tokens [], the MLM logits there [N, V] and their labels [N]."""
     labels = batch["labels"]  # [B, T]
     targets = labels != IGNORE_INDEX  # [B, T]
     logits = model(batch["input_ids"], batch["attention_mask"], targets)  # [N, V]
     gold = labels[targets]  # [N]
     if gold.numel() == 0:  # possible for a tiny batch: a zero loss that still touches every parameter
-        return logits.sum() * 0.0, 0, 0
-    loss = F.cross_entropy(logits.float(), gold)
-    correct = int((logits.argmax(-1) == gold).sum())
-    return loss, int(gold.numel()), correct
+        return logits.sum() * 0.0, logits, gold
+    return F.cross_entropy(logits.float(), gold), logits, gold
 
 
 # ---- corpus ------------------------------------------------------------------------------------------------
@@ -390,40 +389,6 @@ def plot_pretraining_curves(history: dict[str, list[dict[str, Any]]], path: Path
         fig.savefig(tmp, format="png", dpi=110, bbox_inches="tight")
 
 
-# ---- distributed -------------------------------------------------------------------------------------------
-
-
-def init_distributed() -> tuple[int, int]:
-    """(rank, world_size): from torchrun's environment (gloo on CPU, nccl on GPU), else (0, 1)."""
-    world_size = int(os.environ.get("WORLD_SIZE", "1"))
-    if world_size <= 1:
-        return 0, 1
-    import torch.distributed as dist
-
-    if not dist.is_initialized():
-        dist.init_process_group("nccl" if torch.cuda.is_available() else "gloo")
-    if torch.cuda.is_available():
-        torch.cuda.set_device(int(os.environ.get("LOCAL_RANK", "0")))
-    return dist.get_rank(), dist.get_world_size()
-
-
-def _barrier(world_size: int) -> None:
-    if world_size > 1:
-        import torch.distributed as dist
-
-        dist.barrier()
-
-
-def _all_reduce_sum(values: list[float], world_size: int) -> list[float]:
-    if world_size == 1:
-        return values
-    import torch.distributed as dist
-
-    t = torch.tensor(values, dtype=torch.float64)
-    dist.all_reduce(t)
-    return t.tolist()
-
-
 # ---- the loop ----------------------------------------------------------------------------------------------
 
 
@@ -443,73 +408,75 @@ class PretrainState:
     history: dict[str, list[dict[str, Any]]] = dataclasses.field(default_factory=lambda: {"train": [], "eval": []})
 
 
-def _mask_seed(seed: int, purpose: int, step: int, micro: int, rank: int) -> int:
-    """A distinct, reproducible mask seed per (purpose: 0 train / 1 eval, step, micro-batch, rank):
-    a resumed run draws the very masks of an uninterrupted one."""
-    return int(np.random.SeedSequence([seed, purpose, step, micro, rank]).generate_state(1)[0])
+def _mask_seed(seed: int, purpose: int, epoch: int, sequence: int) -> int:
+    """A distinct, reproducible mask seed per (purpose: 0 train / 1 eval, epoch, sequence index)."""
+    return int(np.random.SeedSequence([seed, purpose, epoch, sequence]).generate_state(1)[0])
 
 
 def pretrain(cfg: PretrainConfig, *, resume: bool = False, overwrite: bool = False) -> dict[str, Any]:
-    """Pretrain, write the run directory; returns the contents of metrics.json."""
+    """Pretrain, write the run directory; returns the contents of metrics.json.
+    Under torchrun every process calls this: the same DDP path as `train` (tfm_cls.distributed)."""
     from tfm_cls.train import log_to_file
 
-    rank, world_size = init_distributed()
-    run_dir = cfg.resolved_run_dir()
-    if rank == 0:
-        run_dir = prepare_run_dir(cfg, resume=resume, overwrite=overwrite)
-    _barrier(world_size)
-    log_file = log_to_file(run_dir / LOG_FILE) if rank == 0 else contextlib.nullcontext()
-    with log_file, logging_redirect_tqdm():
-        return _pretrain(cfg, run_dir, resume, rank, world_size)
+    with D.process_group(cfg.train.device) as env:
+        D.quiet_other_ranks(env)
+        run_dir = D.on_main(env, prepare_run_dir, cfg, resume=resume, overwrite=overwrite)
+        log_file = log_to_file(run_dir / LOG_FILE) if env.is_main else contextlib.nullcontext()
+        with log_file, logging_redirect_tqdm():
+            return _pretrain(cfg, run_dir, resume, env)
 
 
-def _pretrain(cfg: PretrainConfig, run_dir: Path, resume: bool, rank: int, world_size: int) -> dict[str, Any]:
+def _train_tokenizer(texts: list[str], cfg: TokenizerConfig, path: Path) -> None:
+    train_tokenizer(texts, cfg).save(str(path))
+
+
+def _pretrain(cfg: PretrainConfig, run_dir: Path, resume: bool, env: D.DistEnv) -> dict[str, Any]:
     from tfm_cls.data import LengthBucketSampler
-    from tfm_cls.train import get_lr, param_groups, resolve_device, seed_everything, warmup_of
+    from tfm_cls.train import get_lr, param_groups, seed_everything, warmup_of
 
     tc, mc = cfg.train, cfg.mlm
+    device = env.device  # every write below is rank 0's (env.is_main)
     if tc.num_threads:
         torch.set_num_threads(tc.num_threads)
     seed_everything(cfg.seed)
-    device = resolve_device(tc.device)
-    if world_size > 1 and device.type == "cuda":
-        device = torch.device("cuda", int(os.environ.get("LOCAL_RANK", "0")))
+    amp = Precision(tc.precision, device)
 
-    if rank != 0:  # one voice in the console and the log: rank 0's
-        logging.getLogger("tfm_cls").setLevel(logging.WARNING)
-    corpus = build_corpus(cfg)
-    if not resume and rank == 0:
-        train_tokenizer(corpus.texts, cfg.tokenizer).save(str(run_dir / TOKENIZER_FILE))
-    _barrier(world_size)  # every rank uses the one tokenizer rank 0 trained and saved
+    with D.main_first(env):  # rank 0 fills the datasets cache, the others read it
+        corpus = build_corpus(cfg)
+    if not resume:  # one tokenizer, trained by rank 0; every rank loads the saved file
+        D.on_main(env, _train_tokenizer, corpus.texts, cfg.tokenizer, run_dir / TOKENIZER_FILE)
     tokenizer = load_tokenizer(run_dir / TOKENIZER_FILE)
     special = {tok: tokenizer.token_to_id(tok) for tok in SPECIAL_TOKENS}
     if special[MASK] is None:
         raise ConfigError(f"the tokenizer has no {MASK} token; MLM pretraining needs one")
     vocab_size = tokenizer.get_vocab_size()
     model = MaskedLanguageModel(vocab_size=vocab_size, pad_token_id=PAD_ID, **cfg.model.model_kwargs())
-    if rank == 0:
+    model.to(device)
+    if env.distributed:  # same initial weights everywhere (DDP broadcasts rank 0's), own dropout masks
+        torch.manual_seed(cfg.seed + env.rank)
+    if env.is_main:
         save_config(cfg, run_dir / CONFIG_FILE)
         A.write_json(run_dir / MODEL_CONFIG_FILE, model.config)
 
     docs = tokenize_documents(tokenizer, corpus.texts)
     eval_docs = tokenize_documents(tokenizer, corpus.eval_texts)
-    build = pack_documents if mc.pack else single_documents
     cls_id, sep_id = special[CLS], special[SEP]
 
     def epoch_sequences(epoch: int) -> list[tuple[np.ndarray, np.ndarray]]:
-        # Packed: a new document order (so new neighbours and cut points) every epoch.
+        """Packed: a new document order (new neighbours, new cut points) every epoch."""
         if not mc.pack:
-            return sequences_fixed
+            return single_documents(docs, mc.seq_len, cls_id, sep_id)
         order = np.random.default_rng([cfg.seed, 7919, epoch]).permutation(len(docs))
         return pack_documents([docs[i] for i in order], mc.seq_len, cls_id, sep_id)
 
-    sequences_fixed = single_documents(docs, mc.seq_len, cls_id, sep_id) if not mc.pack else []
-    first = epoch_sequences(0)
+    sequences_epoch = 0
+    sequences = epoch_sequences(sequences_epoch)
+    build = pack_documents if mc.pack else single_documents
     eval_sequences = build(eval_docs, mc.seq_len, cls_id, sep_id)[: mc.max_eval_sequences] if eval_docs else []
     # Every epoch has the same sequence lengths (packing: the same token total), so one sampler serves all.
     sampler = LengthBucketSampler(
-        np.asarray([len(ids) for ids, _ in first]), tc.batch_size, shuffle=True, seed=cfg.seed,
-        bucket_batches=tc.bucket_batches, rank=rank, world_size=world_size,
+        np.asarray([len(ids) for ids, _ in sequences]), tc.batch_size, shuffle=True, seed=cfg.seed,
+        bucket_batches=tc.bucket_batches, rank=env.rank, world_size=env.world_size,
     )
     collator = MLMCollator(
         pad_token_id=PAD_ID, mask_token_id=special[MASK],
@@ -524,32 +491,43 @@ def _pretrain(cfg: PretrainConfig, run_dir: Path, resume: bool, rank: int, world
     corpus_tokens = int(sum(len(d.ids) for d in docs))
     logger.info(
         "MLM: %.2fM parameters, vocabulary %d, %d texts -> %d tokens -> %d sequences of <= %d (%s), "
-        "%d batches per epoch, %d steps planned, %s masking %.0f%%, device %s",
-        num_params / 1e6, vocab_size, len(docs), corpus_tokens, len(first), mc.seq_len,
+        "%d batches per epoch, %d steps planned, %s masking %.0f%%, device %s, %s, %d process(es) x batch %d",
+        num_params / 1e6, vocab_size, len(docs), corpus_tokens, len(sequences), mc.seq_len,
         "packed" if mc.pack else "one text each", batches_per_epoch, planned_steps, mc.masking,
-        100 * mc.mask_prob, device,
+        100 * mc.mask_prob, device, amp.name, env.world_size, tc.batch_size,
     )
 
-    model.to(device)
     optimizer = torch.optim.AdamW(param_groups(model, tc), lr=tc.lr, betas=tuple(tc.betas))
     state = PretrainState()
     if resume:
-        ckpt = load_checkpoint(run_dir / LAST_CHECKPOINT)
+        ckpt = D.on_main(env, load_checkpoint, run_dir / LAST_CHECKPOINT)
+        if ckpt.get("world_size", 1) != env.world_size:
+            raise ConfigError(
+                f"--resume: {run_dir / LAST_CHECKPOINT} was written by {ckpt.get('world_size', 1)} process(es), "
+                f"this run has {env.world_size}; resume with the same number (the batches depend on it)"
+            )
         model.load_state_dict(ckpt["model"])
         optimizer.load_state_dict(ckpt["optimizer"])
+        amp.load_state_dict(ckpt.get("scaler", {}))
         state = PretrainState(**ckpt["state"])
-        set_rng_state(ckpt["rng"])
+        set_rng_state(ckpt["rng_per_rank"][env.rank])
         logger.info("resumed from step %d (epoch %d, batch %d)", state.step, state.epoch, state.position)
-    train_model: nn.Module = model
-    if world_size > 1:
-        train_model = nn.parallel.DistributedDataParallel(model, device_ids=[device.index] if device.type == "cuda" else None)
+    train_model = D.wrap_model(model, env)
+    pending_loss = torch.zeros((), dtype=torch.float64, device=device)  # summed on the device: no sync per batch
+
+    def flush_loss() -> None:
+        state.loss_sum += pending_loss.item()
+        pending_loss.zero_()
 
     def checkpoint() -> None:
-        if rank == 0:
+        flush_loss()
+        rngs = D.all_gather_object(rng_state(), env)  # a collective: every rank calls checkpoint()
+        if env.is_main:
             save_checkpoint(
                 run_dir / LAST_CHECKPOINT,
-                {"model": model.state_dict(), "optimizer": optimizer.state_dict(), "rng": rng_state(),
-                 "state": dataclasses.asdict(state), "step": state.step},
+                {"model": model.state_dict(), "optimizer": optimizer.state_dict(), "rng_per_rank": rngs,
+                 "scaler": amp.state_dict(), "world_size": env.world_size, "state": dataclasses.asdict(state),
+                 "step": state.step},
             )
 
     @torch.no_grad()
@@ -557,14 +535,17 @@ def _pretrain(cfg: PretrainConfig, run_dir: Path, resume: bool, rank: int, world
         """Validation MLM loss with fixed masks (the same every evaluation), summed over ranks."""
         model.eval()
         loss_sum, n_targets, n_correct = 0.0, 0, 0
-        shard = eval_sequences[rank::world_size]
+        shard = list(range(env.rank, len(eval_sequences), env.world_size))
         for start in range(0, len(shard), tc.eval_batch_size):
-            gen = torch.Generator().manual_seed(_mask_seed(cfg.seed, 1, 0, start, rank))
-            batch = {k: v.to(device) for k, v in collator(shard[start : start + tc.eval_batch_size], gen).items()}
-            loss, n, correct = mlm_loss(model, batch)
+            indices = shard[start : start + tc.eval_batch_size]
+            gens = [torch.Generator().manual_seed(_mask_seed(cfg.seed, 1, 0, j)) for j in indices]
+            batch = {k: v.to(device) for k, v in collator([eval_sequences[j] for j in indices], gens).items()}
+            with amp.autocast():
+                loss, logits, gold = mlm_loss(model, batch)
+            n, correct = gold.numel(), int((logits.argmax(-1) == gold).sum())
             loss_sum, n_targets, n_correct = loss_sum + loss.item() * n, n_targets + n, n_correct + correct
         model.train()
-        loss_sum, n_targets, n_correct = _all_reduce_sum([loss_sum, n_targets, n_correct], world_size)
+        loss_sum, n_targets, n_correct = D.all_reduce([loss_sum, n_targets, n_correct], env)
         loss = loss_sum / max(n_targets, 1)
         metrics = {"loss": loss, "perplexity": math.exp(min(loss, 50.0)), "accuracy": n_correct / max(n_targets, 1)}
         state.last_eval_step = state.step
@@ -573,57 +554,78 @@ def _pretrain(cfg: PretrainConfig, run_dir: Path, resume: bool, rank: int, world
             "step %d: validation MLM loss %.4f perplexity %.1f masked-token accuracy %.4f",
             state.step, metrics["loss"], metrics["perplexity"], metrics["accuracy"],
         )
-        if rank == 0:
+        if env.is_main:
             save_pretrained(model, run_dir)
         return metrics
 
     total_steps = planned_steps
     model.train()
     session_start, session_start_seconds = time.perf_counter(), state.seconds
-    rate_start = (time.perf_counter(), state.step)
+    rate_start = (state.seconds, state.step)
     budget = tc.max_minutes * 60 if tc.max_minutes else None
     last_metrics: dict[str, float] = {}
     while not state.stopped and state.epoch < tc.epochs and state.step < planned_steps:
-        sequences = first if state.epoch == 0 else epoch_sequences(state.epoch)
+        if state.epoch != sequences_epoch:
+            sequences, sequences_epoch = epoch_sequences(state.epoch), state.epoch
         batches = sampler.epoch_batches(state.epoch)
         bar = tqdm(
             total=len(batches), initial=state.position, desc=f"MLM epoch {state.epoch + 1}/{tc.epochs}",
-            disable=not tc.progress or rank != 0, leave=False, dynamic_ncols=True,
+            disable=not tc.progress or not env.is_main, leave=False, dynamic_ncols=True,
         )
         window_start, window_tokens = time.perf_counter(), 0
         while state.position < len(batches) and not state.stopped:
-            micro = batches[state.position : state.position + tc.grad_accum_steps]
-            for i, indices in enumerate(micro):
-                gen = torch.Generator().manual_seed(_mask_seed(cfg.seed, 0, state.step, i, rank))
-                batch = {k: v.to(device) for k, v in collator([sequences[j] for j in indices], gen).items()}
-                loss, _, _ = mlm_loss(train_model, batch)
-                (loss / len(micro)).backward()
-                state.loss_sum += loss.item()
-                state.loss_count += 1
-                tokens = int(batch["attention_mask"].sum())
-                state.tokens += tokens
-                window_tokens += tokens
-            if tc.grad_clip > 0:
-                torch.nn.utils.clip_grad_norm_(model.parameters(), tc.grad_clip)
+            # One optimizer step: up to grad_accum_steps micro-batches (fewer at the epoch's end).
+            n_micro = min(tc.grad_accum_steps, len(batches) - state.position)
+            micro_batches = []
+            for indices in batches[state.position : state.position + n_micro]:
+                # One mask generator per sequence, seeded by (epoch, sequence): the masks do not depend
+                # on batching, rank or resumption.
+                gens = [torch.Generator().manual_seed(_mask_seed(cfg.seed, 0, state.epoch, j)) for j in indices]
+                micro_batches.append(collator([sequences[j] for j in indices], gens))
+            # Every target token of the global step weighs the same: each rank's summed loss is divided
+            # by the targets of all ranks (DDP then averages over ranks, hence the * world_size).
+            local_targets = [int((b["labels"] != IGNORE_INDEX).sum()) for b in micro_batches]
+            global_targets = D.all_reduce(local_targets, env)
+            step_tokens = 0
+            for i, batch in enumerate(micro_batches):
+                step_tokens += int(batch["attention_mask"].sum())  # still on the host: no device sync
+                batch = {k: v.to(device, non_blocking=True) for k, v in batch.items()}
+                share = local_targets[i] / max(global_targets[i], 1.0)  # this rank's part of the step's targets
+                with D.no_sync(train_model, skip=i < n_micro - 1):  # DDP all-reduces on the last micro-batch
+                    with amp.autocast():
+                        loss, _, _ = mlm_loss(train_model, batch)
+                    amp.backward(loss * (share * env.world_size / n_micro))
+                pending_loss += loss.detach() * share  # summed over ranks: the micro-batch's mean loss
+            seconds = session_start_seconds + (time.perf_counter() - session_start)
+            if env.distributed:
+                # One small collective per step gives every rank the same clock and totals, so
+                # time-budget stops and learning rates cannot diverge between ranks.
+                totals = D.gather_scalars([seconds, step_tokens, pending_loss.item()], env)  # [world, 3]
+                pending_loss.zero_()
+                seconds, step_tokens = float(totals[:, 0].max()), int(totals[:, 1].sum())
+                state.loss_sum += float(totals[:, 2].sum())
+            state.loss_count += n_micro
+            state.tokens += step_tokens
+            window_tokens += step_tokens
             scale = get_lr(state.step, lr=1.0, warmup_steps=warmup_of(tc, total_steps), total_steps=total_steps,
                            schedule=tc.schedule, min_lr_ratio=tc.min_lr_ratio)
             for group in optimizer.param_groups:
                 group["lr"] = group["base_lr"] * scale
-            optimizer.step()
-            optimizer.zero_grad(set_to_none=True)
+            amp.step(optimizer, model.parameters(), tc.grad_clip)
             state.step += 1
-            state.position += len(micro)
-            bar.update(len(micro))
+            state.position += n_micro
+            bar.update(n_micro)
 
-            now = time.perf_counter()
-            state.seconds = session_start_seconds + (now - session_start)
+            state.seconds = seconds
             if budget is not None:  # stretch the decay to end with the time budget (as train.py)
-                rate = (state.step - rate_start[1]) / max(now - rate_start[0], 1e-9)
+                rate = (state.step - rate_start[1]) / max(state.seconds - rate_start[0], 1e-9)
                 affordable = state.step + int(rate * max(budget - state.seconds, 0.0))
                 total_steps = max(state.step + 1, min(planned_steps, affordable))
             if state.step % tc.log_every == 0 or state.position >= len(batches):
+                flush_loss()
+                now = time.perf_counter()
                 mean_loss = state.loss_sum / max(state.loss_count, 1)
-                tokens_per_s = window_tokens * world_size / max(now - window_start, 1e-9)
+                tokens_per_s = window_tokens / max(now - window_start, 1e-9)
                 state.history["train"].append({"step": state.step, "loss": mean_loss, "lr": tc.lr * scale})
                 bar.set_postfix(loss=f"{mean_loss:.3f}", ppl=f"{math.exp(min(mean_loss, 50)):.0f}",
                                 lr=f"{tc.lr * scale:.2e}", tok_s=f"{tokens_per_s:,.0f}")
@@ -646,9 +648,11 @@ def _pretrain(cfg: PretrainConfig, run_dir: Path, resume: bool, rank: int, world
     state.stopped = state.stopped or f"completed {tc.epochs} epochs"
     if eval_sequences and state.last_eval_step != state.step:
         last_metrics = run_eval()
-    elif rank == 0:
+    elif env.is_main:
         save_pretrained(model, run_dir)
     checkpoint()
+    # Release DDP's reducer (it holds the process group, which teardown destroys) and the optimizer state.
+    train_model = optimizer = None  # noqa: F841
     logger.info("pretraining stopped (%s) after %d steps, %.1f s", state.stopped, state.step, state.seconds)
 
     metrics = {
@@ -660,10 +664,12 @@ def _pretrain(cfg: PretrainConfig, run_dir: Path, resume: bool, rank: int, world
         "train_tokens_per_second": state.tokens / max(state.seconds, 1e-9),
         "num_parameters": num_params,
         "vocab_size": vocab_size,
-        "corpus": {**corpus.report, "tokens": corpus_tokens, "sequences_per_epoch": len(first),
+        "precision": amp.name,
+        "processes": env.world_size,
+        "corpus": {**corpus.report, "tokens": corpus_tokens, "sequences_per_epoch": len(sequences),
                    "validation_sequences": len(eval_sequences)},
     }
-    if rank == 0:
+    if env.is_main:
         A.write_json(run_dir / METRICS_FILE, metrics)
         A.write_json(run_dir / HISTORY_FILE, state.history)
         plot_pretraining_curves(state.history, run_dir / CURVES_FILE)

@@ -82,6 +82,26 @@ def test_masks_are_reproducible_per_generator_seed_and_differ_across_seeds():
     assert not torch.equal(a["labels"], c["labels"])
 
 
+@pytest.mark.parametrize("mode", ["token", "whole_word", "span"])
+def test_per_sequence_generators_mask_a_sequence_the_same_in_any_batch(mode):
+    """One generator per row: a row's masks depend on its own seed only (DDP shards = one big batch)."""
+    examples = _random_sequences(6, seed=3, word_len=2)
+    collator = _collator(mode, 0.3)
+
+    def gens(seeds):
+        return [torch.Generator().manual_seed(s) for s in seeds]
+
+    full = collator(examples, gens(range(6)))
+    part = collator(examples[3:5], gens([3, 4]))  # another batch: other rows, other padding width
+    for row_full, row_part in ((3, 0), (4, 1)):
+        n = len(examples[row_full][0])
+        for key in ("input_ids", "labels"):
+            assert torch.equal(full[key][row_full, :n], part[key][row_part, :n]), (key, row_full)
+    assert (full["labels"] != IGNORE_INDEX).any()
+    with pytest.raises(ValueError, match="3 generators for a batch of 6"):
+        collator(examples, gens(range(3)))
+
+
 @pytest.mark.parametrize("mode", ["whole_word", "span"])
 def test_whole_words_are_masked_together_at_the_requested_rate(mode):
     examples = _random_sequences(3000, word_len=3)

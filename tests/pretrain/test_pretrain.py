@@ -167,19 +167,29 @@ def test_resume_after_sigkill_ends_with_the_weights_of_an_uninterrupted_run(tiny
 
 
 @pytest.mark.slow
-def test_ddp_pretraining_with_two_cpu_processes(tiny_data, tmp_path):
-    """torchrun, 2 processes (gloo): one tokenizer, sharded batches, one run directory."""
+def test_ddp_two_processes_match_one_process_with_twice_the_batch(tiny_data, tmp_path):
+    """torchrun, 2 CPU processes (gloo) x batch 4 == 1 process x batch 8: same sequences per step,
+    same masks (seeded per sequence), same loss weighting, so the same weights up to float rounding."""
+    steps = ["model.dropout=0.0", "train.epochs=4"]
     run_dir = tmp_path / "ddp"
     cmd = [sys.executable, "-m", "torch.distributed.run", "--standalone", "--nproc_per_node=2",
-           "-m", "tfm_cls.cli", "pretrain", *tiny_overrides(tiny_data, run_dir)]
+           "-m", "tfm_cls.cli", "pretrain", *tiny_overrides(tiny_data, run_dir), *steps, "train.batch_size=4"]
     done = subprocess.run(cmd, capture_output=True, text=True, timeout=300, env=os.environ.copy())
     assert done.returncode == 0, done.stderr[-3000:]
     metrics = json.loads((run_dir / "metrics.json").read_text())
-    history = json.loads((run_dir / "history.json").read_text())
-    single = pretrain(tiny_config(tiny_data, tmp_path / "single"))
-    # Each rank takes half the batches: half the optimizer steps of a single process.
-    assert metrics["steps"] == pytest.approx(single["steps"] / 2, abs=2)
-    assert history["eval"][-1]["loss"] < history["eval"][0]["loss"]
+    single = pretrain(tiny_config(tiny_data, tmp_path / "single", *steps, "train.batch_size=8"))
+    assert metrics["processes"] == 2 and metrics["steps"] == single["steps"]
+    a = load_file(str(run_dir / ENCODER_FILE))
+    b = load_file(str(tmp_path / "single" / ENCODER_FILE))
+    d = 16
+    for key in a:
+        x, y = a[key], b[key]
+        if key.endswith("self_attn.in_proj_bias"):
+            # The key bias [d:2d] has a zero true gradient (softmax ignores a per-query shift); Adam
+            # normalises the rounding noise left there into full-size steps, so only q and v biases compare.
+            x, y = torch.cat([x[:d], x[2 * d :]]), torch.cat([y[:d], y[2 * d :]])
+        torch.testing.assert_close(x, y, rtol=1e-5, atol=1e-5, msg=key)
+    assert metrics["validation"]["loss"] == pytest.approx(single["validation"]["loss"], rel=1e-4)
     clf, _ = classifier_from_pretraining_run(run_dir, ModelConfig(), num_classes=2)
     assert clf.config["vocab_size"] == metrics["vocab_size"]
 
