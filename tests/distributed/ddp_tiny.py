@@ -111,3 +111,90 @@ def _descendants(pid: int) -> list[int]:
             out.append(child)
             todo.append(child)
     return out
+
+
+# ---- workers for torch.multiprocessing.spawn (module level, so the children can import them) -------
+
+
+def free_port() -> int:
+    import socket
+
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def _torchrun_env(rank: int, world: int, port: int) -> None:
+    os.environ.update(RANK=str(rank), WORLD_SIZE=str(world), LOCAL_RANK=str(rank), LOCAL_WORLD_SIZE=str(world),
+                      MASTER_ADDR="127.0.0.1", MASTER_PORT=str(port))
+
+
+def helpers_worker(rank: int, world: int, port: int, out_dir: str) -> None:
+    """Exercise every collective helper of tfm_cls.distributed; write what this rank saw."""
+    import numpy as np
+    import torch
+
+    from tfm_cls import distributed as D
+    from tfm_cls.config import ConfigError
+
+    _torchrun_env(rank, world, port)
+    torch.manual_seed(100 + rank)  # different weights on each rank, on purpose
+    seen: dict = {}
+    with D.process_group("cpu") as env:
+        seen["env"] = [env.rank, env.world_size, env.backend, env.owns_group, str(env.device)]
+        # Uneven rows, rank 0 has none: concatenated in rank order.
+        local = np.arange(3 * rank, dtype=np.float32).reshape(rank, 3) + 100 * rank
+        seen["rows"] = D.all_gather_rows(local, env).tolist()
+        seen["scalars"] = D.gather_scalars([rank, 10.0 * rank], env).tolist()
+        seen["sum"], seen["max"] = D.all_reduce([rank, 1.0], env), D.all_reduce([rank], env, op="max")
+        seen["object"] = D.broadcast_object({"from": rank}, env)
+        seen["all_objects"] = D.all_gather_object(rank * 2, env)
+        seen["on_main"] = D.on_main(env, lambda: f"computed by rank {rank}")
+
+        def fails():
+            raise ConfigError("bad value on rank 0")
+
+        try:
+            D.on_main(env, fails)
+        except ConfigError as err:
+            seen["on_main_error"] = [type(err).__name__, str(err)]
+
+        marker = Path(out_dir) / "written_by_rank0"
+        with D.main_first(env):
+            if rank == 0:
+                marker.write_text("cache")
+            seen["main_first_saw"] = marker.read_text()
+
+        module = torch.nn.Linear(3, 2)
+        D.broadcast_module(module, env)
+        seen["broadcast_weight"] = module.weight.detach().tolist()
+
+        # DDP: gradients are averaged on a synced backward and left local under no_sync.
+        model = torch.nn.Linear(2, 1, bias=False)
+        ddp = D.wrap_model(model, env)
+        x = torch.full((1, 2), float(rank + 1))
+        with D.no_sync(ddp, skip=True):
+            ddp(x).sum().backward()
+        seen["grad_no_sync"] = model.weight.grad.tolist()
+        model.weight.grad = None
+        with D.no_sync(ddp, skip=False):
+            ddp(x).sum().backward()
+        seen["grad_synced"] = model.weight.grad.tolist()
+        seen["unwrapped_is_model"] = D.unwrap(ddp) is model
+        ddp = None  # release DDP's reducer before the group goes
+    seen["group_destroyed"] = not torch.distributed.is_initialized()
+    (Path(out_dir) / f"rank{rank}.json").write_text(json.dumps(seen))
+
+
+def failing_worker(rank: int, world: int, port: int) -> None:
+    """An error inside the process group while a DDP model is alive: the process must end with
+    that error, not abort in the reducer's destructor ("terminate called ...")."""
+    import torch
+
+    from tfm_cls import distributed as D
+
+    _torchrun_env(rank, world, port)
+    with D.process_group("cpu") as env:
+        ddp = D.wrap_model(torch.nn.Linear(2, 2), env)
+        ddp(torch.ones(1, 2)).sum().backward()
+        raise ValueError(f"planned failure on rank {rank}")
