@@ -13,8 +13,9 @@ Steps, in order:
   4. export      the classifier of that run and a small random Seq2SeqTransformer to ONNX, each
                  verified by export.verify.verify on CPUExecutionProvider and CUDAExecutionProvider
                  against PyTorch on CUDA;
-  5. timing      torch eager fp32 and bf16 autocast vs onnxruntime CUDA at batch 1 and 32 on real
-                 test texts, host arrays in and out (the copies are part of what a caller pays).
+  5. timing      torch eager fp32 and bf16 autocast (packed, and dense: attention and FFN over the
+                 padded grid) vs onnxruntime CUDA at batch 1 and 32 on real test texts, host
+                 arrays in and out (the copies are part of what a caller pays).
 A table goes to stdout, everything to --output (JSON). Exit 0 when every check passed, 1 when a
 check failed (the JSON says which), 2 when the machine cannot run the check at all.
 
@@ -26,6 +27,7 @@ timing then use CPUExecutionProvider) for machines without onnxruntime-gpu.
 from __future__ import annotations
 
 import argparse
+import copy
 import json
 import logging
 import platform
@@ -322,9 +324,11 @@ def time_inference(model: Any, onnx_path: Path, batches: dict[int, tuple[np.ndar
 
     device = torch.device(plan.device)
     model = model.to(device).eval()
+    dense = copy.deepcopy(model)
+    dense.encoder.enable_packing = False  # attention over the padded grid, no skipping of padding
     session = make_session(onnx_path, plan.ort_provider)
 
-    def torch_runner(ids: np.ndarray, mask: np.ndarray, dtype: Any) -> Callable[[], Any]:
+    def torch_runner(ids: np.ndarray, mask: np.ndarray, dtype: Any, model: Any = model) -> Callable[[], Any]:
         def run() -> np.ndarray:
             with torch.inference_mode(), torch.autocast(device.type, dtype=dtype, enabled=dtype is not None):
                 logits = model(torch.from_numpy(ids).to(device), torch.from_numpy(mask).to(device))
@@ -338,6 +342,7 @@ def time_inference(model: Any, onnx_path: Path, batches: dict[int, tuple[np.ndar
         engines = {
             f"torch eager fp32 ({device.type})": torch_runner(ids, mask, None),
             f"torch eager bf16 ({device.type})": torch_runner(ids, mask, torch.bfloat16),
+            f"torch eager bf16, dense ({device.type})": torch_runner(ids, mask, torch.bfloat16, dense),
             f"onnxruntime {plan.ort_provider.replace('ExecutionProvider', '')}":
                 lambda ids=ids, mask=mask: session.run(["logits"], {"input_ids": ids, "attention_mask": mask})[0],
         }
