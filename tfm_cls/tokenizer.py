@@ -69,10 +69,51 @@ def configure(tokenizer: Tokenizer, max_length: int) -> Tokenizer:
     return tokenizer
 
 
-def train_tokenizer(texts: Iterable[str], cfg: TokenizerConfig) -> Tokenizer:
-    """Train a WordPiece or BPE tokenizer on `texts` (an iterable of strings, e.g. a dataset column)."""
-    tokenizer, trainer = _new_tokenizer(cfg)
+def _continuation_tokens(tokenizer: Tokenizer, texts: list[str]) -> list[str]:
+    """Sorted `##c` for every character c that occurs inside a word (after its first character)."""
+    chars: set[str] = set()
+    for text in texts:
+        for word, _ in tokenizer.pre_tokenizer.pre_tokenize_str(tokenizer.normalizer.normalize_str(text)):
+            chars.update(word[1:])
+    return ["##" + c for c in sorted(chars)]
+
+
+def _train_wordpiece_deterministically(tokenizer: Tokenizer, texts: list[str], cfg: TokenizerConfig) -> Tokenizer:
+    """WordPiece training, reproducible across processes.
+
+    The trainer creates the `##c` continuation tokens in hash-map order, so their ids (which
+    break ties between equally frequent merges) change from process to process and so can the
+    vocabulary (huggingface/tokenizers#1794). Registering them up front, sorted, fixes their ids;
+    the trained vocabulary is then put into a fresh WordPiece model in which only the five real
+    special tokens are special.
+    """
+    trainer = trainers.WordPieceTrainer(
+        vocab_size=cfg.vocab_size,
+        min_frequency=cfg.min_frequency,
+        special_tokens=SPECIAL_TOKENS + _continuation_tokens(tokenizer, texts),
+        continuing_subword_prefix="##",
+        show_progress=False,
+    )
     tokenizer.train_from_iterator(texts, trainer=trainer)
+    model = models.WordPiece(
+        vocab=tokenizer.get_vocab(), unk_token=UNK, continuing_subword_prefix="##", max_input_chars_per_word=100
+    )
+    trained = Tokenizer(model)
+    trained.normalizer, trained.pre_tokenizer, trained.decoder = (
+        tokenizer.normalizer, tokenizer.pre_tokenizer, tokenizer.decoder
+    )
+    trained.add_special_tokens(SPECIAL_TOKENS)
+    return trained
+
+
+def train_tokenizer(texts: Iterable[str], cfg: TokenizerConfig) -> Tokenizer:
+    """Train a WordPiece or BPE tokenizer on `texts` (an iterable of strings, e.g. a dataset column).
+    Deterministic: the same texts and config give the same tokenizer in any process."""
+    tokenizer, trainer = _new_tokenizer(cfg)
+    if cfg.kind == "wordpiece":
+        tokenizer = _train_wordpiece_deterministically(tokenizer, list(texts), cfg)
+    else:
+        tokenizer.train_from_iterator(texts, trainer=trainer)
     logger.info("trained %s tokenizer: %d tokens (asked for %d)", cfg.kind, tokenizer.get_vocab_size(), cfg.vocab_size)
     return configure(tokenizer, cfg.max_length)
 

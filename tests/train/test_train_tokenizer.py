@@ -48,3 +48,19 @@ def test_load_missing_or_bad_file(tmp_path):
     (tmp_path / "bad.json").write_text("{not json")
     with pytest.raises(ValueError, match="bad.json"):
         load_tokenizer(tmp_path / "bad.json")
+
+
+@pytest.mark.parametrize("kind", ["wordpiece", "bpe"])
+def test_training_is_deterministic(kind):
+    # Few distinct words and a tiny vocabulary: many merges tie on count. The plain WordPiece
+    # trainer gives a different vocabulary on nearly every call here (tokenizers#1794).
+    cfg = TokenizerConfig(kind=kind, vocab_size=120 if kind == "wordpiece" else 300, min_frequency=1)
+    assert len({train_tokenizer(TEXTS * 3, cfg).to_str() for _ in range(6)}) == 1
+
+
+def test_continuation_tokens_are_not_special():
+    tok = train_tokenizer(TEXTS + ["abc#"], TokenizerConfig(vocab_size=200, min_frequency=1))
+    assert tok.token_to_id("##o") is not None  # a regular vocabulary entry ...
+    enc = tok.encode("##o fox")
+    assert enc.tokens[:4] == ["[CLS]", "#", "#", "o"]  # ... that raw text cannot produce as such
+    assert tok.decode(tok.encode("brown fox").ids) == "brown fox"  # specials skipped, pieces merged
