@@ -85,10 +85,17 @@ def run_variant(variant: Variant, dataset: str, folder: Path, args: argparse.Nam
         return {"system": variant.name, "skipped": f"no config {config_path.relative_to(ROOT)}"}
     run_dir = Path(args.out) / "runs" / f"{dataset}-{variant.name}"
     overrides = [f"data.path={folder}", f"run_dir={run_dir}", "train.progress=false", *variant.overrides]
-    if variant.prepare is not None:
-        overrides += variant.prepare(dataset, folder, args)
     if args.minutes is not None:
         overrides.append(f"train.max_minutes={args.minutes}")
+    pretrain_minutes = 0.0
+    if variant.prepare is not None:
+        # Last, so the fine-tuning share of an equal total budget wins over --minutes.
+        prepared = variant.prepare(dataset, folder, args)
+        overrides += prepared
+        for item in prepared:
+            if item.startswith("model.init_from="):
+                pretrain_metrics = Path(item.split("=", 1)[1]) / "metrics.json"
+                pretrain_minutes = json.loads(pretrain_metrics.read_text())["train_seconds"] / 60
     if args.quick:
         overrides += quick_overrides()
     cfg = load_config(ClassifierConfig, config_path, overrides)
@@ -103,7 +110,8 @@ def run_variant(variant: Variant, dataset: str, folder: Path, args: argparse.Nam
         "accuracy": metrics["test"]["accuracy"],
         "macro_f1": metrics["test"]["macro_f1"],
         "validation_accuracy": metrics["validation"]["accuracy"],
-        "train_minutes": metrics["train_seconds"] / 60,
+        "train_minutes": metrics["train_seconds"] / 60 + pretrain_minutes,
+        "pretrain_minutes": pretrain_minutes,
         "predict_texts_per_s": len(test_texts) / max(seconds, 1e-9),
         "steps": metrics["steps"],
         "stopped": metrics["stopped"],
