@@ -74,7 +74,7 @@ def run_baseline(name: str, train: Split, validation: Split, test: Split) -> dic
     predicted = model.predict(test.texts)
     predict_seconds = time.perf_counter() - start
     return {
-        "system": name + ("-zh-char13" if chinese else ""),
+        "system": name + ("-zh" if chinese else ""),  # Chinese: char 1-3-grams
         "accuracy": float(accuracy_score(test.labels, predicted)),
         "macro_f1": float(f1_score(test.labels, predicted, average="macro")),
         "validation_accuracy": float(val_acc),

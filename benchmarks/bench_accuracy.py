@@ -133,16 +133,16 @@ def dataset_splits(dataset: str, folder: Path, args: argparse.Namespace) -> dict
 
 
 def format_table(rows: list[dict]) -> str:
-    header = f"{'dataset':<12} {'system':<20} {'test acc':>8} {'macro-F1':>8} {'train min':>9} {'predict/s':>10} {'lead ref':>8}"
+    header = f"{'dataset':<12} {'system':<24} {'test acc':>8} {'macro-F1':>8} {'train min':>9} {'predict/s':>10} {'lead ref':>8}"
     lines = [header, "-" * len(header)]
     for r in rows:
         ref = REFERENCE.get(r["dataset"])
         ref_text = f"{ref:.1f}" if ref is not None and r.get("first") else ""  # once per dataset
         if "skipped" in r or "error" in r:
-            lines.append(f"{r['dataset']:<12} {r['system']:<20} {r.get('skipped') or r.get('error')}")
+            lines.append(f"{r['dataset']:<12} {r['system']:<24} {r.get('skipped') or r.get('error')}")
             continue
         lines.append(
-            f"{r['dataset']:<12} {r['system']:<20} {100 * r['accuracy']:>8.1f} {100 * r['macro_f1']:>8.1f} "
+            f"{r['dataset']:<12} {r['system']:<24} {100 * r['accuracy']:>8.1f} {100 * r['macro_f1']:>8.1f} "
             f"{r['train_minutes']:>9.2f} {r['predict_texts_per_s']:>10,.0f} {ref_text:>8}"
         )
     return "\n".join(lines)
