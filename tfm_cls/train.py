@@ -314,8 +314,9 @@ def configure_truncation(tokenizer: Any, max_length: int) -> Any:
     if tokenizer.post_processor is None:
         return configure(tokenizer, max_length)
     tokenizer.enable_truncation(max_length=max_length)
-    pad_id = tokenizer.token_to_id("[PAD]")
-    tokenizer.enable_padding(pad_id=pad_id if pad_id is not None else PAD_ID, pad_token="[PAD]")
+    if tokenizer.padding is None:  # keep a checkpoint's own padding (RoBERTa pads with <pad> = 1)
+        pad_id = tokenizer.token_to_id("[PAD]")
+        tokenizer.enable_padding(pad_id=pad_id if pad_id is not None else PAD_ID, pad_token="[PAD]")
     return tokenizer
 
 
