@@ -118,7 +118,10 @@ def setup(device: str = "auto") -> DistEnv:
     return a single-process DistEnv when there is none. Reuses a group the caller made."""
     world_size = _env_int("WORLD_SIZE", 1)
     if world_size <= 1 and not dist.is_initialized():
-        return DistEnv(device=select_device(device))
+        single = select_device(device)
+        if single.type == "cuda":
+            torch.cuda.set_device(single)  # pinned-memory threads and kernels use the current device
+        return DistEnv(device=single)
     local_rank = _env_int("LOCAL_RANK", 0)
     chosen = select_device(device, local_rank, _env_int("LOCAL_WORLD_SIZE", world_size))
     backend = "nccl" if chosen.type == "cuda" else "gloo"

@@ -129,8 +129,10 @@ def _torchrun_env(rank: int, world: int, port: int) -> None:
                       MASTER_ADDR="127.0.0.1", MASTER_PORT=str(port))
 
 
-def helpers_worker(rank: int, world: int, port: int, out_dir: str) -> None:
-    """Exercise every collective helper of tfm_cls.distributed; write what this rank saw."""
+def helpers_worker(rank: int, world: int, port: int, second_port: int, out_dir: str) -> None:
+    """Exercise every collective helper of tfm_cls.distributed and write what this rank saw; then
+    fail inside a second process group while a DDP model is alive: the process must end with that
+    error, not abort in the reducer's destructor ("terminate called ...")."""
     import numpy as np
     import torch
 
@@ -185,15 +187,7 @@ def helpers_worker(rank: int, world: int, port: int, out_dir: str) -> None:
     seen["group_destroyed"] = not torch.distributed.is_initialized()
     (Path(out_dir) / f"rank{rank}.json").write_text(json.dumps(seen))
 
-
-def failing_worker(rank: int, world: int, port: int) -> None:
-    """An error inside the process group while a DDP model is alive: the process must end with
-    that error, not abort in the reducer's destructor ("terminate called ...")."""
-    import torch
-
-    from tfm_cls import distributed as D
-
-    _torchrun_env(rank, world, port)
+    _torchrun_env(rank, world, second_port)
     with D.process_group("cpu") as env:
         ddp = D.wrap_model(torch.nn.Linear(2, 2), env)
         ddp(torch.ones(1, 2)).sum().backward()

@@ -6,7 +6,7 @@ import os
 import pytest
 import torch
 import torch.multiprocessing as mp
-from ddp_tiny import failing_worker, free_port, helpers_worker
+from ddp_tiny import free_port, helpers_worker
 
 from tfm_cls import distributed as D
 from tfm_cls.config import ConfigError
@@ -44,8 +44,11 @@ def test_world_size_without_a_rendezvous_says_to_use_torchrun(monkeypatch):
         D.setup("cpu")
 
 
-def test_collective_helpers_in_two_processes(tmp_path):
-    mp.spawn(helpers_worker, args=(2, free_port(), str(tmp_path)), nprocs=2, join=True)
+def test_collective_helpers_and_the_error_path_in_two_processes(tmp_path, capfd):
+    with pytest.raises(mp.ProcessRaisedException, match="planned failure on rank"):
+        mp.spawn(helpers_worker, args=(2, free_port(), free_port(), str(tmp_path)), nprocs=2, join=True)
+    assert "terminate called" not in capfd.readouterr().err
+    assert "WORLD_SIZE" not in os.environ  # the workers' environment stayed in the workers
     seen = [json.loads((tmp_path / f"rank{r}.json").read_text()) for r in range(2)]
     for rank, s in enumerate(seen):
         assert s["env"] == [rank, 2, "gloo", True, "cpu"]
@@ -60,10 +63,3 @@ def test_collective_helpers_in_two_processes(tmp_path):
         assert s["unwrapped_is_model"] and s["group_destroyed"]
     assert seen[0]["broadcast_weight"] == seen[1]["broadcast_weight"]
     assert seen[0]["grad_no_sync"] == [[1.0, 1.0]] and seen[1]["grad_no_sync"] == [[2.0, 2.0]]
-
-
-def test_an_error_inside_the_group_ends_the_processes_with_that_error(capfd):
-    with pytest.raises(mp.ProcessRaisedException, match="planned failure on rank"):
-        mp.spawn(failing_worker, args=(2, free_port()), nprocs=2, join=True)
-    assert "terminate called" not in capfd.readouterr().err
-    assert "WORLD_SIZE" not in os.environ  # the workers' environment stayed in the workers
