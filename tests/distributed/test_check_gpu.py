@@ -39,12 +39,7 @@ def test_without_a_gpu_it_stops_at_once_with_one_line(data_root, tmp_path, capsy
 
 
 def test_without_the_onnxruntime_cuda_provider_it_stops_with_one_line(monkeypatch, data_root, capsys):
-    import onnxruntime as ort
-
-    monkeypatch.setattr(torch.cuda, "is_available", lambda: True)
-    monkeypatch.setattr(torch.cuda, "get_device_name", lambda *_: "Fake GPU")
-    monkeypatch.setattr(torch.cuda, "get_device_capability", lambda *_: (9, 0))
-    monkeypatch.setattr(ort, "get_available_providers", lambda: ["CPUExecutionProvider"])
+    _fake_gpu(monkeypatch, ["CPUExecutionProvider"])
     assert check_gpu.main(["--data-root", str(data_root), "--dataset", "tiny"]) == 2
     line = _one_line(capsys)
     assert "has no CUDAExecutionProvider" in line and "onnxruntime-gpu" in line and "--torch-only" in line
@@ -118,3 +113,29 @@ def test_the_whole_cpu_dry_run(data_root, tmp_path, capsys):
     assert all(r["ok"] for r in results["verify"].values() if isinstance(r, dict))
     assert len(results["timing"]) == 8 and results["train"]["steps"] == 4
     assert "all checks passed" in capsys.readouterr().out
+
+
+def _fake_gpu(monkeypatch, providers):
+    import onnxruntime as ort
+
+    monkeypatch.setattr(torch.cuda, "is_available", lambda: True)
+    monkeypatch.setattr(torch.cuda, "get_device_name", lambda *_: "Fake GPU")
+    monkeypatch.setattr(torch.cuda, "get_device_capability", lambda *_: (9, 0))
+    monkeypatch.setattr(ort, "get_available_providers", lambda: providers)
+
+
+def test_a_listed_cuda_provider_that_falls_back_to_cpu_counts_as_missing(monkeypatch):
+    # The CPU build of onnxruntime here cannot start CUDA: the probe session must notice the fallback.
+    _fake_gpu(monkeypatch, ["CUDAExecutionProvider", "CPUExecutionProvider"])
+    with pytest.raises(check_gpu.CheckError, match="fell back to CPUExecutionProvider"):
+        check_gpu.preflight(dry_run=False, torch_only=False)
+
+
+def test_torch_only_needs_no_cuda_provider(monkeypatch):
+    _fake_gpu(monkeypatch, ["CPUExecutionProvider"])
+    info = check_gpu.preflight(dry_run=False, torch_only=True)
+    assert info["gpu"] == "Fake GPU" and info["gpu_capability"] == [9, 0]
+    plan = check_gpu.make_plan(check_gpu.argparse.Namespace(cpu_dry_run=False, torch_only=True, minutes=2.0, repeats=5))
+    assert (plan.device, plan.verify_providers) == ("cuda", ["CPUExecutionProvider"])
+    plan = check_gpu.make_plan(check_gpu.argparse.Namespace(cpu_dry_run=False, torch_only=False, minutes=2.0, repeats=5))
+    assert plan.verify_providers == ["CPUExecutionProvider", "CUDAExecutionProvider"]
