@@ -124,6 +124,7 @@ def _fake_gpu(monkeypatch, providers):
     monkeypatch.setattr(ort, "get_available_providers", lambda: providers)
 
 
+@pytest.mark.filterwarnings("ignore:Specified provider 'CUDAExecutionProvider':UserWarning")
 def test_a_listed_cuda_provider_that_falls_back_to_cpu_counts_as_missing(monkeypatch):
     # The CPU build of onnxruntime here cannot start CUDA: the probe session must notice the fallback.
     _fake_gpu(monkeypatch, ["CUDAExecutionProvider", "CPUExecutionProvider"])
