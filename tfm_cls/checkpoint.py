@@ -1,5 +1,9 @@
 """Atomic file writes, the best weights (safetensors) and the resumable last checkpoint.
 
+`save_training_checkpoint` / `resume_training_checkpoint` are the one checkpoint format of both
+training loops (train.py, pretrain.py): model, optimizer, loss scaler, every rank's RNG states
+and the loop's own state.
+
 Every file is written to a temporary name in the same folder, flushed to disk and renamed over
 the target, so a process killed at any moment leaves either the old file or the new one, never a
 torn one. Loading never unpickles code: weights go through safetensors, the last checkpoint
@@ -20,6 +24,10 @@ import numpy as np
 import torch
 from safetensors import SafetensorError
 from safetensors.torch import load_file, save_file
+
+from tfm_cls import distributed as D
+from tfm_cls.config import ConfigError
+from tfm_cls.precision import Precision
 
 
 class CheckpointError(RuntimeError):
@@ -123,3 +131,39 @@ def load_checkpoint(path: str | Path) -> dict[str, Any]:
     if not isinstance(state, dict) or "model" not in state or "step" not in state:
         raise CheckpointError(f"{path}: not a tfm_cls training checkpoint (expected keys 'model' and 'step')")
     return state
+
+
+def save_training_checkpoint(
+    path: str | Path, env: D.DistEnv, model: torch.nn.Module, optimizer: torch.optim.Optimizer,
+    amp: Precision, state: dict[str, Any],
+) -> None:
+    """The resumable checkpoint of a training loop; `state` (plain values, with `step`) is the
+    loop's own. A collective: every rank calls it (their RNG states are gathered), rank 0 writes."""
+    rngs = D.all_gather_object(rng_state(), env)
+    if env.is_main:
+        save_checkpoint(
+            path,
+            {"model": model.state_dict(), "optimizer": optimizer.state_dict(), "rng_per_rank": rngs,
+             "scaler": amp.state_dict(), "world_size": env.world_size, "state": state, "step": state["step"]},
+        )
+
+
+def resume_training_checkpoint(
+    path: str | Path, env: D.DistEnv, model: torch.nn.Module, optimizer: torch.optim.Optimizer, amp: Precision,
+) -> dict[str, Any]:
+    """Restore what `save_training_checkpoint` wrote (rank 0 reads the file and hands it to every
+    rank; each rank gets its own RNG states back) and return the loop's state. A checkpoint of a
+    different number of processes is a ConfigError: the global batch and the sampler's position
+    depend on it."""
+    ckpt = D.on_main(env, load_checkpoint, path)
+    written_by = ckpt.get("world_size", 1)
+    if written_by != env.world_size:
+        raise ConfigError(
+            f"--resume: {path} was written by {written_by} process(es), this run has {env.world_size}; "
+            "resume with the same number (the global batch and the sampler's position depend on it)"
+        )
+    model.load_state_dict(ckpt["model"])
+    optimizer.load_state_dict(ckpt["optimizer"])
+    amp.load_state_dict(ckpt.get("scaler", {}))
+    set_rng_state(ckpt["rng_per_rank"][env.rank] if "rng_per_rank" in ckpt else ckpt["rng"])  # "rng": before DDP
+    return ckpt["state"]

@@ -331,3 +331,22 @@ def broadcast_module(module: nn.Module, env: DistEnv, src: int = 0) -> None:
     with torch.no_grad():
         for tensor in module.state_dict().values():
             dist.broadcast(tensor, src=src)
+
+
+# ---- host syncs ----------------------------------------------------------------------------------------
+
+
+class DeviceSum:
+    """A running sum kept on `device` (float64): adding a loss costs no host sync; `take()` reads
+    it (one sync) and starts again from zero."""
+
+    def __init__(self, device: torch.device) -> None:
+        self.value = torch.zeros((), dtype=torch.float64, device=device)
+
+    def add(self, x: torch.Tensor) -> None:
+        self.value += x.detach()
+
+    def take(self) -> float:
+        out = self.value.item()
+        self.value.zero_()
+        return out

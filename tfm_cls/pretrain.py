@@ -46,10 +46,8 @@ from tfm_cls import distributed as D
 from tfm_cls.checkpoint import (
     CheckpointError,
     atomic_path,
-    load_checkpoint,
-    rng_state,
-    save_checkpoint,
-    set_rng_state,
+    resume_training_checkpoint,
+    save_training_checkpoint,
 )
 from tfm_cls.config import (
     ConfigError,
@@ -500,35 +498,14 @@ def _pretrain(cfg: PretrainConfig, run_dir: Path, resume: bool, env: D.DistEnv) 
     optimizer = torch.optim.AdamW(param_groups(model, tc), lr=tc.lr, betas=tuple(tc.betas))
     state = PretrainState()
     if resume:
-        ckpt = D.on_main(env, load_checkpoint, run_dir / LAST_CHECKPOINT)
-        if ckpt.get("world_size", 1) != env.world_size:
-            raise ConfigError(
-                f"--resume: {run_dir / LAST_CHECKPOINT} was written by {ckpt.get('world_size', 1)} process(es), "
-                f"this run has {env.world_size}; resume with the same number (the batches depend on it)"
-            )
-        model.load_state_dict(ckpt["model"])
-        optimizer.load_state_dict(ckpt["optimizer"])
-        amp.load_state_dict(ckpt.get("scaler", {}))
-        state = PretrainState(**ckpt["state"])
-        set_rng_state(ckpt["rng_per_rank"][env.rank])
+        state = PretrainState(**resume_training_checkpoint(run_dir / LAST_CHECKPOINT, env, model, optimizer, amp))
         logger.info("resumed from step %d (epoch %d, batch %d)", state.step, state.epoch, state.position)
     train_model = D.wrap_model(model, env)
-    pending_loss = torch.zeros((), dtype=torch.float64, device=device)  # summed on the device: no sync per batch
+    pending_loss = D.DeviceSum(device)  # train loss not yet in state.loss_sum
 
-    def flush_loss() -> None:
-        state.loss_sum += pending_loss.item()
-        pending_loss.zero_()
-
-    def checkpoint() -> None:
-        flush_loss()
-        rngs = D.all_gather_object(rng_state(), env)  # a collective: every rank calls checkpoint()
-        if env.is_main:
-            save_checkpoint(
-                run_dir / LAST_CHECKPOINT,
-                {"model": model.state_dict(), "optimizer": optimizer.state_dict(), "rng_per_rank": rngs,
-                 "scaler": amp.state_dict(), "world_size": env.world_size, "state": dataclasses.asdict(state),
-                 "step": state.step},
-            )
+    def checkpoint() -> None:  # a collective: every rank calls it
+        state.loss_sum += pending_loss.take()
+        save_training_checkpoint(run_dir / LAST_CHECKPOINT, env, model, optimizer, amp, dataclasses.asdict(state))
 
     @torch.no_grad()
     def run_eval() -> dict[str, float]:
@@ -595,13 +572,12 @@ def _pretrain(cfg: PretrainConfig, run_dir: Path, resume: bool, env: D.DistEnv) 
                     with amp.autocast():
                         loss, _, _ = mlm_loss(train_model, batch)
                     amp.backward(loss * (share * env.world_size / n_micro))
-                pending_loss += loss.detach() * share  # summed over ranks: the micro-batch's mean loss
+                pending_loss.add(loss * share)  # summed over ranks: the micro-batch's mean loss
             seconds = session_start_seconds + (time.perf_counter() - session_start)
             if env.distributed:
                 # One small collective per step gives every rank the same clock and totals, so
                 # time-budget stops and learning rates cannot diverge between ranks.
-                totals = D.gather_scalars([seconds, step_tokens, pending_loss.item()], env)  # [world, 3]
-                pending_loss.zero_()
+                totals = D.gather_scalars([seconds, step_tokens, pending_loss.take()], env)  # [world, 3]
                 seconds, step_tokens = float(totals[:, 0].max()), int(totals[:, 1].sum())
                 state.loss_sum += float(totals[:, 2].sum())
             state.loss_count += n_micro
@@ -622,7 +598,7 @@ def _pretrain(cfg: PretrainConfig, run_dir: Path, resume: bool, env: D.DistEnv) 
                 affordable = state.step + int(rate * max(budget - state.seconds, 0.0))
                 total_steps = max(state.step + 1, min(planned_steps, affordable))
             if state.step % tc.log_every == 0 or state.position >= len(batches):
-                flush_loss()
+                state.loss_sum += pending_loss.take()
                 now = time.perf_counter()
                 mean_loss = state.loss_sum / max(state.loss_count, 1)
                 tokens_per_s = window_tokens / max(now - window_start, 1e-9)

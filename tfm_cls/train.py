@@ -35,12 +35,10 @@ from tqdm.contrib.logging import logging_redirect_tqdm
 from tfm_cls import artifacts as A
 from tfm_cls import distributed as D
 from tfm_cls.checkpoint import (
-    load_checkpoint,
     load_weights,
-    rng_state,
-    save_checkpoint,
+    resume_training_checkpoint,
+    save_training_checkpoint,
     save_weights,
-    set_rng_state,
 )
 from tfm_cls.config import ClassifierConfig, ConfigError, TrainConfig, save_config, to_dict
 from tfm_cls.data import (
@@ -395,37 +393,15 @@ def _train(cfg: ClassifierConfig, run_dir: Path, resume: bool, env: D.DistEnv) -
     optimizer = torch.optim.AdamW(param_groups(model, tc), lr=tc.lr, betas=tuple(tc.betas))
     state = TrainState()
     if resume:
-        ckpt = D.on_main(env, load_checkpoint, run_dir / A.LAST_CHECKPOINT)
-        if ckpt.get("world_size", 1) != env.world_size:
-            raise ConfigError(
-                f"--resume: {run_dir / A.LAST_CHECKPOINT} was written by {ckpt.get('world_size', 1)} process(es), "
-                f"this run has {env.world_size}; resume with the same number (the global batch and the "
-                "sampler's position depend on it)"
-            )
-        model.load_state_dict(ckpt["model"])
-        optimizer.load_state_dict(ckpt["optimizer"])
-        amp.load_state_dict(ckpt.get("scaler", {}))
-        state = TrainState(**ckpt["state"])
-        set_rng_state(ckpt.get("rng_per_rank", [ckpt["rng"]])[env.rank])
+        state = TrainState(**resume_training_checkpoint(run_dir / A.LAST_CHECKPOINT, env, model, optimizer, amp))
         logger.info("resumed from step %d (epoch %d, batch %d)", state.step, state.epoch, state.position)
     set_body_trainable(model, state.step >= tc.head_only_steps)
     train_model = D.wrap_model(model, env)  # after freezing: DDP synchronises what requires grad now
-    pending_loss = torch.zeros((), dtype=torch.float64, device=device)  # summed on the device: no sync per batch
+    pending_loss = D.DeviceSum(device)  # train loss not yet in state.loss_sum
 
-    def flush_loss() -> None:
-        state.loss_sum += pending_loss.item()
-        pending_loss.zero_()
-
-    def checkpoint() -> None:
-        flush_loss()
-        rngs = D.all_gather_object(rng_state(), env)  # a collective: every rank calls checkpoint()
-        if env.is_main:
-            save_checkpoint(
-                run_dir / A.LAST_CHECKPOINT,
-                {"model": model.state_dict(), "optimizer": optimizer.state_dict(), "rng": rngs[0],
-                 "rng_per_rank": rngs, "scaler": amp.state_dict(), "world_size": env.world_size,
-                 "state": dataclasses.asdict(state), "step": state.step},
-            )
+    def checkpoint() -> None:  # a collective: every rank calls it
+        state.loss_sum += pending_loss.take()
+        save_training_checkpoint(run_dir / A.LAST_CHECKPOINT, env, model, optimizer, amp, dataclasses.asdict(state))
 
     def run_eval() -> None:
         metrics, _ = evaluate(
@@ -477,13 +453,12 @@ def _train(cfg: ClassifierConfig, run_dir: Path, resume: bool, env: D.DistEnv) -
                         logits = train_model(batch["input_ids"], batch["attention_mask"])  # [B, C]
                         loss = F.cross_entropy(logits, batch["labels"], label_smoothing=tc.label_smoothing)
                     amp.backward(loss / n_micro)
-                pending_loss += loss.detach()
+                pending_loss.add(loss)
             seconds = session_start_seconds + (time.perf_counter() - session_start)
             if env.distributed:
                 # One small collective per step gives every rank the same clock and totals, so
                 # time-budget stops and learning rates cannot diverge between ranks.
-                totals = D.gather_scalars([seconds, step_tokens, pending_loss.item(), n_micro], env)  # [world, 4]
-                pending_loss.zero_()
+                totals = D.gather_scalars([seconds, step_tokens, pending_loss.take(), n_micro], env)  # [world, 4]
                 seconds, step_tokens = float(totals[:, 0].max()), int(totals[:, 1].sum())
                 state.loss_sum += float(totals[:, 2].sum())
                 state.loss_count += int(totals[:, 3].sum())
@@ -510,7 +485,7 @@ def _train(cfg: ClassifierConfig, run_dir: Path, resume: bool, env: D.DistEnv) -
                 affordable = state.step + int(rate * max(budget - state.seconds, 0.0))
                 total_steps = max(state.step + 1, min(planned_steps, affordable))
             if state.step % tc.log_every == 0 or state.position >= len(batches):
-                flush_loss()
+                state.loss_sum += pending_loss.take()
                 now = time.perf_counter()
                 tokens_per_s = window_tokens / max(now - window_start, 1e-9)
                 mean_loss = state.loss_sum / max(state.loss_count, 1)
