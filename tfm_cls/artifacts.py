@@ -18,14 +18,17 @@ from __future__ import annotations
 
 import dataclasses
 import json
+import logging
+from collections.abc import Iterable
 from pathlib import Path
 from typing import Any
 
 import torch
+import yaml
 from tokenizers import Tokenizer
 
 from tfm_cls.checkpoint import atomic_path, load_weights
-from tfm_cls.config import ClassifierConfig, ConfigError, load_config
+from tfm_cls.config import ClassifierConfig, ConfigError, load_config, to_dict
 from tfm_cls.tokenizer import load_tokenizer
 
 CONFIG_FILE = "config.yaml"
@@ -40,6 +43,14 @@ CONFUSION_FILE = "confusion_matrix.png"
 CURVES_FILE = "training_curves.png"
 LAST_CHECKPOINT = "last.ckpt"
 LOG_FILE = "train.log"
+
+# Config keys that may differ between a run directory's saved config and a resumed / rerun one:
+# they do not change what is trained (train and pretrain share TrainConfig).
+IGNORED_FOR_IDENTITY = frozenset(
+    {"run_dir", "train.max_minutes", "train.progress", "train.log_every", "train.num_threads", "train.num_workers"}
+)
+
+logger = logging.getLogger(__name__)
 
 
 class RunDirError(ValueError):
@@ -71,6 +82,58 @@ def read_json(path: str | Path) -> Any:
         return json.loads(path.read_text(encoding="utf-8"))
     except json.JSONDecodeError as err:
         raise RunDirError(f"{path}: invalid JSON ({err})") from err
+
+
+def _flatten(d: dict[str, Any], prefix: str = "") -> dict[str, Any]:
+    out = {}
+    for key, value in d.items():
+        if isinstance(value, dict) and key != "rename_columns":  # rename_columns is a value, not a section
+            out.update(_flatten(value, f"{prefix}{key}."))
+        else:
+            out[f"{prefix}{key}"] = value
+    return out
+
+
+def config_differences(saved: dict[str, Any], current: dict[str, Any]) -> list[tuple[str, Any, Any]]:
+    """(dotted key, saved value, current value) for every key that differs, sorted by key; the
+    keys in IGNORED_FOR_IDENTITY do not count."""
+    a, b = _flatten(saved), _flatten(current)
+    return [(k, a.get(k), b.get(k)) for k in sorted(set(a) | set(b)) if k not in IGNORED_FOR_IDENTITY and a.get(k) != b.get(k)]
+
+
+def prepare_run_dir(
+    config: Any, *, config_file: str, run_files: Iterable[str], kind: str, resume: bool, overwrite: bool,
+) -> Path:
+    """Check that `config.resolved_run_dir()` may take this run, and create it. A folder holding a
+    different run (its `config_file` differs) is refused unless `overwrite`; `resume` needs the
+    same run and its last checkpoint; a rerun of the same config deletes `run_files` and starts
+    over. A folder holding only train.log is a run that failed before it started: reusable.
+    `kind` ("" or "pretraining ") names the run in the messages."""
+    run_dir = config.resolved_run_dir()
+    saved_config = run_dir / config_file
+    if resume and not (saved_config.is_file() and (run_dir / LAST_CHECKPOINT).is_file()):
+        raise RunDirError(f"--resume: {run_dir} holds no {kind}checkpoint to resume ({LAST_CHECKPOINT} missing)")
+    if saved_config.is_file():
+        saved = yaml.safe_load(saved_config.read_text(encoding="utf-8")) or {}
+        differs = config_differences(saved, to_dict(config))
+        if differs and (resume or not overwrite):
+            shown = ", ".join(f"{k}: {a!r} -> {b!r}" for k, a, b in differs[:5])
+            raise RunDirError(
+                f"{run_dir} holds a different {kind}run ({shown}); "
+                + ("resume it with its own config" if resume
+                   else "pass --overwrite to replace it, or choose another run_dir=PATH / name=NAME")
+            )
+        if not resume:
+            logger.info("%s: replacing the previous run's files", run_dir)
+            for name in run_files:
+                (run_dir / name).unlink(missing_ok=True)
+    elif run_dir.is_dir() and any(p.name != LOG_FILE for p in run_dir.iterdir()) and not overwrite:
+        raise RunDirError(
+            f"{run_dir} exists and is not empty but holds no {kind or 'tfm_cls '}run ({config_file} missing); "
+            "pass --overwrite to write into it anyway, or choose another run_dir=PATH"
+        )
+    run_dir.mkdir(parents=True, exist_ok=True)
+    return run_dir
 
 
 def build_model(model_config: dict[str, Any]) -> torch.nn.Module:

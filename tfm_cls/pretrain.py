@@ -33,7 +33,6 @@ from typing import Any
 import numpy as np
 import torch
 import torch.nn.functional as F
-import yaml
 from matplotlib.figure import Figure
 from safetensors.torch import load_file, save_file
 from tokenizers import Tokenizer
@@ -57,7 +56,6 @@ from tfm_cls.config import (
     TrainConfig,
     load_config,
     save_config,
-    to_dict,
 )
 from tfm_cls.mlm import (
     IGNORE_INDEX,
@@ -88,8 +86,6 @@ RUN_FILES = (
     CONFIG_FILE, MODEL_CONFIG_FILE, TOKENIZER_FILE, ENCODER_FILE, HEAD_FILE, METRICS_FILE, HISTORY_FILE,
     CURVES_FILE, LAST_CHECKPOINT, LOG_FILE,
 )
-# Keys that may change between an interrupted run and its resumption (they do not change what is trained).
-IGNORED_FOR_IDENTITY = {"run_dir", "train.max_minutes", "train.progress", "train.log_every", "train.num_threads"}
 # Classifier keys that pretraining does not produce: a fine-tuned model gets them new.
 HEAD_PREFIXES = ("head.", "pooler.")
 
@@ -317,44 +313,11 @@ def build_corpus(cfg: PretrainConfig) -> Corpus:
 # ---- run directory -----------------------------------------------------------------------------------------
 
 
-def _flatten(d: dict[str, Any], prefix: str = "") -> dict[str, Any]:
-    out = {}
-    for key, value in d.items():
-        if isinstance(value, dict) and key != "rename_columns":
-            out.update(_flatten(value, f"{prefix}{key}."))
-        else:
-            out[f"{prefix}{key}"] = value
-    return out
-
-
 def prepare_run_dir(cfg: PretrainConfig, *, resume: bool, overwrite: bool) -> Path:
-    """As train.prepare_run_dir: refuse a folder holding another run unless `overwrite`; `resume`
-    needs the same config and a checkpoint; a rerun of the same config starts over."""
-    run_dir = cfg.resolved_run_dir()
-    saved_config = run_dir / CONFIG_FILE
-    if resume and not (saved_config.is_file() and (run_dir / LAST_CHECKPOINT).is_file()):
-        raise A.RunDirError(f"--resume: {run_dir} holds no pretraining checkpoint ({LAST_CHECKPOINT} missing)")
-    if saved_config.is_file():
-        saved = _flatten(yaml.safe_load(saved_config.read_text(encoding="utf-8")) or {})
-        current = _flatten(to_dict(cfg))
-        differs = sorted(k for k in set(saved) | set(current) if k not in IGNORED_FOR_IDENTITY and saved.get(k) != current.get(k))
-        if differs and (resume or not overwrite):
-            shown = ", ".join(f"{k}: {saved.get(k)!r} -> {current.get(k)!r}" for k in differs[:5])
-            raise A.RunDirError(
-                f"{run_dir} holds a different pretraining run ({shown}); "
-                + ("resume it with its own config" if resume else "pass --overwrite or choose another run_dir=PATH")
-            )
-        if not resume:
-            for name in RUN_FILES:
-                (run_dir / name).unlink(missing_ok=True)
-    elif run_dir.is_dir() and any(p.name != LOG_FILE for p in run_dir.iterdir()) and not overwrite:
-        # (a folder holding only train.log is a run that failed before it started: reusable)
-        raise A.RunDirError(
-            f"{run_dir} exists and is not empty but holds no pretraining run ({CONFIG_FILE} missing); "
-            "pass --overwrite or choose another run_dir=PATH"
-        )
-    run_dir.mkdir(parents=True, exist_ok=True)
-    return run_dir
+    """As train.prepare_run_dir (artifacts.prepare_run_dir), for pretraining's files."""
+    return A.prepare_run_dir(
+        cfg, config_file=CONFIG_FILE, run_files=RUN_FILES, kind="pretraining ", resume=resume, overwrite=overwrite
+    )
 
 
 def save_pretrained(model: MaskedLanguageModel, run_dir: Path) -> None:

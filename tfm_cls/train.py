@@ -28,7 +28,6 @@ from typing import Any
 import numpy as np
 import torch
 import torch.nn.functional as F
-import yaml
 from tqdm.auto import tqdm
 from tqdm.contrib.logging import logging_redirect_tqdm
 
@@ -40,7 +39,7 @@ from tfm_cls.checkpoint import (
     save_training_checkpoint,
     save_weights,
 )
-from tfm_cls.config import ClassifierConfig, ConfigError, TrainConfig, save_config, to_dict
+from tfm_cls.config import ClassifierConfig, ConfigError, TrainConfig, save_config
 from tfm_cls.data import (
     ClassificationData,
     LengthBucketSampler,
@@ -56,11 +55,6 @@ from tfm_cls.tokenizer import PAD_ID, configure, load_tokenizer, max_length_of, 
 
 logger = logging.getLogger(__name__)
 
-# Config keys that may differ between a run directory's config and a resumed / rerun one: they
-# do not change what is trained.
-IGNORED_FOR_IDENTITY = {
-    "run_dir", "train.max_minutes", "train.progress", "train.log_every", "train.num_threads", "train.num_workers",
-}
 RUN_FILES = (
     A.CONFIG_FILE, A.MODEL_CONFIG_FILE, A.TOKENIZER_FILE, A.LABELS_FILE, A.WEIGHTS_FILE, A.METRICS_FILE,
     A.HISTORY_FILE, A.REPORT_FILE, A.CONFUSION_FILE, A.CURVES_FILE, A.LAST_CHECKPOINT, A.LOG_FILE,
@@ -193,52 +187,11 @@ def evaluate(
 # ---- run directory -----------------------------------------------------------------------------------
 
 
-def _flatten(d: dict[str, Any], prefix: str = "") -> dict[str, Any]:
-    out = {}
-    for key, value in d.items():
-        if isinstance(value, dict) and key != "rename_columns":
-            out.update(_flatten(value, f"{prefix}{key}."))
-        else:
-            out[f"{prefix}{key}"] = value
-    return out
-
-
-def config_differences(saved: dict[str, Any], current: dict[str, Any]) -> list[str]:
-    a, b = _flatten(saved), _flatten(current)
-    return sorted(k for k in set(a) | set(b) if k not in IGNORED_FOR_IDENTITY and a.get(k) != b.get(k))
-
-
 def prepare_run_dir(cfg: ClassifierConfig, *, resume: bool, overwrite: bool) -> Path:
-    """Check the run directory may take this run. Refuses one that holds a different run (unless
-    `overwrite`); `resume` needs the same run and its last checkpoint; a rerun of the same config
-    starts over."""
-    run_dir = cfg.resolved_run_dir()
-    saved_config = run_dir / A.CONFIG_FILE
-    if resume:
-        if not saved_config.is_file() or not (run_dir / A.LAST_CHECKPOINT).is_file():
-            raise A.RunDirError(f"--resume: {run_dir} holds no checkpoint to resume ({A.LAST_CHECKPOINT} missing)")
-    if saved_config.is_file():
-        saved = yaml.safe_load(saved_config.read_text(encoding="utf-8")) or {}
-        differs = config_differences(saved, to_dict(cfg))
-        if differs and not overwrite:
-            shown = ", ".join(f"{k}: {_flatten(saved).get(k)!r} -> {_flatten(to_dict(cfg)).get(k)!r}" for k in differs[:5])
-            raise A.RunDirError(
-                f"{run_dir} already holds a different run ({shown}); pass --overwrite to replace it, "
-                "or choose another run_dir=PATH / name=NAME"
-            )
-        if resume and differs:
-            raise A.RunDirError(f"--resume with --overwrite makes no sense: {run_dir} holds a different run")
-        if not resume:
-            logger.info("%s: replacing the previous run's files", run_dir)
-            for name in RUN_FILES:
-                (run_dir / name).unlink(missing_ok=True)
-    elif run_dir.is_dir() and any(run_dir.iterdir()) and not overwrite:
-        raise A.RunDirError(
-            f"{run_dir} exists and is not empty, but holds no tfm_cls run ({A.CONFIG_FILE} missing); "
-            "pass --overwrite to write into it anyway, or choose another run_dir=PATH"
-        )
-    run_dir.mkdir(parents=True, exist_ok=True)
-    return run_dir
+    """Check the run directory may take this run (artifacts.prepare_run_dir) and create it."""
+    return A.prepare_run_dir(
+        cfg, config_file=A.CONFIG_FILE, run_files=RUN_FILES, kind="", resume=resume, overwrite=overwrite
+    )
 
 
 @contextlib.contextmanager

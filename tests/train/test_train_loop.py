@@ -14,7 +14,7 @@ from tfm_cls.checkpoint import CheckpointError
 from tfm_cls.config import ConfigError, TrainConfig
 from tfm_cls.model import TransformerClassifier
 from tfm_cls.predict import predict_proba
-from tfm_cls.train import get_lr, param_groups, set_body_trainable, train
+from tfm_cls.train import get_lr, param_groups, prepare_run_dir, set_body_trainable, train
 
 
 def test_get_lr_warmup_then_cosine_and_linear():
@@ -98,6 +98,16 @@ def test_refuses_a_run_dir_holding_a_different_run(tiny_data, tmp_path):
     (tmp_path / "other" / "notes.txt").write_text("mine")
     with pytest.raises(A.RunDirError, match="holds no tfm_cls run"):
         train(tiny_config(tiny_data, tmp_path / "other", "train.epochs=1"))
+
+
+def test_a_run_dir_holding_only_the_log_of_a_failed_start_is_reusable(tiny_data, tmp_path):
+    failed = tmp_path / "failed"
+    failed.mkdir()
+    (failed / A.LOG_FILE).write_text("12:00:00 ERROR tfm_cls: data not found\n")
+    assert prepare_run_dir(tiny_config(tiny_data, failed), resume=False, overwrite=False) == failed
+    (failed / "notes.txt").write_text("mine")
+    with pytest.raises(A.RunDirError, match=r"holds no tfm_cls run \(config.yaml missing\)"):
+        prepare_run_dir(tiny_config(tiny_data, failed), resume=False, overwrite=False)
 
 
 def test_corrupt_or_truncated_checkpoint(tiny_data, tmp_path):
