@@ -73,15 +73,16 @@ from tfm_cls.tokenizer import CLS, MASK, PAD_ID, SEP, SPECIAL_TOKENS, load_token
 logger = logging.getLogger(__name__)
 
 CONFIG_FILE = "pretrain_config.yaml"
-MODEL_CONFIG_FILE = "model_config.json"
-TOKENIZER_FILE = "tokenizer.json"
+# The files a pretraining run shares with a classification run have the same names (artifacts.py).
+MODEL_CONFIG_FILE = A.MODEL_CONFIG_FILE
+TOKENIZER_FILE = A.TOKENIZER_FILE
 ENCODER_FILE = "encoder.safetensors"
 HEAD_FILE = "mlm_head.safetensors"
-METRICS_FILE = "metrics.json"
-HISTORY_FILE = "history.json"
+METRICS_FILE = A.METRICS_FILE
+HISTORY_FILE = A.HISTORY_FILE
 CURVES_FILE = "pretraining_curves.png"
-LAST_CHECKPOINT = "last.ckpt"
-LOG_FILE = "train.log"
+LAST_CHECKPOINT = A.LAST_CHECKPOINT
+LOG_FILE = A.LOG_FILE
 RUN_FILES = (
     CONFIG_FILE, MODEL_CONFIG_FILE, TOKENIZER_FILE, ENCODER_FILE, HEAD_FILE, METRICS_FILE, HISTORY_FILE,
     CURVES_FILE, LAST_CHECKPOINT, LOG_FILE,
