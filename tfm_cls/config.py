@@ -162,7 +162,10 @@ def load_config(cls: type[T], path: str | Path | None = None, overrides: list[st
 
 
 def save_config(config: Any, path: str | Path) -> None:
-    with open(path, "w", encoding="utf-8") as f:
+    """Write the resolved config as YAML, atomically (as every file of a run directory)."""
+    from tfm_cls.checkpoint import atomic_path  # here: checkpoint imports this module
+
+    with atomic_path(path) as tmp, open(tmp, "w", encoding="utf-8") as f:
         yaml.safe_dump(to_dict(config), f, sort_keys=False)
 
 

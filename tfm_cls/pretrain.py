@@ -68,7 +68,16 @@ from tfm_cls.mlm import (
 from tfm_cls.model import TransformerClassifier
 from tfm_cls.precision import Precision
 from tfm_cls.pretrain_data import CorpusError, assemble_corpus, read_hub_texts, read_text_file
-from tfm_cls.tokenizer import CLS, MASK, PAD_ID, SEP, SPECIAL_TOKENS, load_tokenizer, train_tokenizer
+from tfm_cls.tokenizer import (
+    CLS,
+    MASK,
+    PAD_ID,
+    SEP,
+    SPECIAL_TOKENS,
+    load_tokenizer,
+    save_tokenizer,
+    train_tokenizer,
+)
 
 logger = logging.getLogger(__name__)
 
@@ -389,7 +398,7 @@ def pretrain(cfg: PretrainConfig, *, resume: bool = False, overwrite: bool = Fal
 
 
 def _train_tokenizer(texts: list[str], cfg: TokenizerConfig, path: Path) -> None:
-    train_tokenizer(texts, cfg).save(str(path))
+    save_tokenizer(train_tokenizer(texts, cfg), path)
 
 
 def _pretrain(cfg: PretrainConfig, run_dir: Path, resume: bool, env: D.DistEnv) -> dict[str, Any]:

@@ -119,7 +119,11 @@ def train_tokenizer(texts: Iterable[str], cfg: TokenizerConfig) -> Tokenizer:
 
 
 def save_tokenizer(tokenizer: Tokenizer, path: str | Path) -> None:
-    tokenizer.save(str(path))
+    """Write tokenizer.json atomically, like every file of a run directory."""
+    from tfm_cls.checkpoint import atomic_path  # here: this module stays importable without torch
+
+    with atomic_path(path) as tmp:
+        tokenizer.save(str(tmp))
 
 
 def load_tokenizer(path: str | Path, max_length: int | None = None) -> Tokenizer:

@@ -51,7 +51,14 @@ from tfm_cls.data import (
 from tfm_cls.metrics import classification_metrics, confusion, is_better, report_text
 from tfm_cls.plots import plot_confusion_matrix, plot_training_curves
 from tfm_cls.precision import Precision
-from tfm_cls.tokenizer import PAD_ID, configure, load_tokenizer, max_length_of, train_tokenizer
+from tfm_cls.tokenizer import (
+    PAD_ID,
+    configure,
+    load_tokenizer,
+    max_length_of,
+    save_tokenizer,
+    train_tokenizer,
+)
 
 logger = logging.getLogger(__name__)
 
@@ -323,7 +330,7 @@ def _train(cfg: ClassifierConfig, run_dir: Path, resume: bool, env: D.DistEnv) -
         save_config(cfg, run_dir / A.CONFIG_FILE)
         A.write_json(run_dir / A.MODEL_CONFIG_FILE, model.config)
         A.write_json(run_dir / A.LABELS_FILE, data.labels)
-        tokenizer.save(str(run_dir / A.TOKENIZER_FILE))
+        save_tokenizer(tokenizer, run_dir / A.TOKENIZER_FILE)
 
     with D.main_first(env):
         splits = tokenize_splits(data.splits, tokenizer)
