@@ -202,10 +202,6 @@ def make_session(path: str | Path, provider: str) -> ort.InferenceSession:
     return session
 
 
-def _shape(value: Any) -> str:
-    return "symbolic" if isinstance(value, str) or value is None else str(value)
-
-
 def check_names(session: ort.InferenceSession, spec: ExportSpec, report: VerifyReport) -> None:
     got_in = [(i.name, i.type) for i in session.get_inputs()]
     got_out = [(o.name, o.type) for o in session.get_outputs()]
