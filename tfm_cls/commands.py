@@ -58,8 +58,9 @@ def cmd_eval(args: argparse.Namespace) -> int:
     from tfm_cls.artifacts import load_run
     from tfm_cls.config import DataConfig, apply_overrides, from_dict, to_dict
     from tfm_cls.data import DataError, load_data, load_eval_split, tokenize_dataset
+    from tfm_cls.distributed import select_device
     from tfm_cls.metrics import report_text
-    from tfm_cls.train import evaluate, resolve_device
+    from tfm_cls.train import evaluate
 
     _quiet_datasets()
     run = load_run(args.run)
@@ -74,7 +75,7 @@ def cmd_eval(args: argparse.Namespace) -> int:
             raise DataError(f"the run's data now has classes {data.labels}, the model {run.labels}")
         dataset, source = data.splits[args.split], f"{data.source} ({args.split})"
     split = tokenize_dataset(dataset, run.tokenizer)
-    device = resolve_device(args.device)
+    device = select_device(args.device)
     run.model.to(device)
     metrics, logits = evaluate(run.model, split, run.labels, args.batch_size, device, run.model.config.get("pad_token_id") or 0)
     logger.info("%s: %d examples\n%s", source, len(split), report_text(split.labels, logits.argmax(-1), run.labels))
@@ -89,9 +90,10 @@ def cmd_eval(args: argparse.Namespace) -> int:
 
 def cmd_predict(args: argparse.Namespace) -> int:
     from tfm_cls.artifacts import load_run
+    from tfm_cls.distributed import select_device
     from tfm_cls.predict import predict_proba, prediction_records, read_texts, write_jsonl
 
-    run = load_run(args.run, device=args.device)
+    run = load_run(args.run, device=select_device(args.device))
     texts = read_texts(args.input, args.format, args.column)
     probs = predict_proba(run, texts, args.batch_size)
     records = prediction_records(probs, run.labels)
@@ -124,7 +126,7 @@ def register_commands(subparsers: argparse._SubParsersAction) -> None:
                    help="data config overrides, e.g. label_column=topic text_columns=[title,body]")
     p.add_argument("--output", help="write the metrics JSON here (default: stdout)")
     p.add_argument("--batch-size", type=int, default=128)
-    p.add_argument("--device", default="cpu")
+    p.add_argument("--device", default="cpu", help="auto, cpu, cuda or cuda:N (default: cpu)")
     p.set_defaults(func=_guard(cmd_eval))
 
     p = subparsers.add_parser("predict", help="predict labels for texts; writes JSONL")
@@ -135,5 +137,5 @@ def register_commands(subparsers: argparse._SubParsersAction) -> None:
                    help="input format (auto: by file extension; stdin: txt)")
     p.add_argument("--column", default="text", help="text field of jsonl / csv input (default: text)")
     p.add_argument("--batch-size", type=int, default=64)
-    p.add_argument("--device", default="cpu")
+    p.add_argument("--device", default="cpu", help="auto, cpu, cuda or cuda:N (default: cpu)")
     p.set_defaults(func=_guard(cmd_predict))

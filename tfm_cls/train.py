@@ -228,11 +228,6 @@ def seed_everything(seed: int) -> None:
     torch.manual_seed(seed)
 
 
-def resolve_device(name: str) -> torch.device:
-    """`auto` (CUDA if available), `cpu`, `cuda`, `cuda:N`; ConfigError when CUDA is asked for but absent."""
-    return D.select_device(name)
-
-
 def build_model_and_tokenizer(
     cfg: ClassifierConfig, data: ClassificationData, run_dir: Path, resume: bool, env: D.DistEnv | None = None,
 ) -> tuple[torch.nn.Module, Any]:

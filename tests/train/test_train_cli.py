@@ -48,6 +48,16 @@ def test_predict_bad_input_names_the_column(trained_run, tmp_path, capsys):
     assert "in.jsonl, line 1: expected an object with key 'text', got ['body']; pass --column" in capsys.readouterr().err
 
 
+def test_predict_and_eval_take_auto_and_refuse_an_unknown_device(trained_run, tmp_path, capsys):
+    (tmp_path / "in.txt").write_text("cat\n")
+    assert main(["predict", "--run", str(trained_run), "--input", str(tmp_path / "in.txt"), "--device", "auto"]) == 0
+    capsys.readouterr()
+    assert main(["predict", "--run", str(trained_run), "--input", str(tmp_path / "in.txt"), "--device", "gpu0"]) == 2
+    assert "'gpu0': expected auto, cpu, cuda or cuda:N" in capsys.readouterr().err
+    assert main(["eval", "--run", str(trained_run), "--device", "gpu0"]) == 2
+    assert "'gpu0': expected auto, cpu, cuda or cuda:N" in capsys.readouterr().err
+
+
 def test_eval_on_a_data_folder_and_on_the_runs_own_test(trained_run, tiny_data, tmp_path, capsys):
     metrics = json.loads((trained_run / "metrics.json").read_text())
     capsys.readouterr()
