@@ -403,7 +403,7 @@ def _train_tokenizer(texts: list[str], cfg: TokenizerConfig, path: Path) -> None
 
 def _pretrain(cfg: PretrainConfig, run_dir: Path, resume: bool, env: D.DistEnv) -> dict[str, Any]:
     from tfm_cls.data import LengthBucketSampler
-    from tfm_cls.train import get_lr, param_groups, seed_everything, warmup_of
+    from tfm_cls.train import affordable_total_steps, apply_lr, param_groups, seed_everything, stop_reason
 
     tc, mc = cfg.train, cfg.mlm
     device = env.device  # every write below is rank 0's (env.is_main)
@@ -556,20 +556,15 @@ def _pretrain(cfg: PretrainConfig, run_dir: Path, resume: bool, env: D.DistEnv) 
             state.loss_count += n_micro
             state.tokens += step_tokens
             window_tokens += step_tokens
-            scale = get_lr(state.step, lr=1.0, warmup_steps=warmup_of(tc, total_steps), total_steps=total_steps,
-                           schedule=tc.schedule, min_lr_ratio=tc.min_lr_ratio)
-            for group in optimizer.param_groups:
-                group["lr"] = group["base_lr"] * scale
+            scale = apply_lr(optimizer, tc, state.step, total_steps)
             amp.step(optimizer, model.parameters(), tc.grad_clip)
             state.step += 1
             state.position += n_micro
             bar.update(n_micro)
 
             state.seconds = seconds
-            if budget is not None:  # stretch the decay to end with the time budget (as train.py)
-                rate = (state.step - rate_start[1]) / max(state.seconds - rate_start[0], 1e-9)
-                affordable = state.step + int(rate * max(budget - state.seconds, 0.0))
-                total_steps = max(state.step + 1, min(planned_steps, affordable))
+            if budget is not None:
+                total_steps = affordable_total_steps(state.step, state.seconds, rate_start, budget, planned_steps)
             if state.step % tc.log_every == 0 or state.position >= len(batches):
                 state.loss_sum += pending_loss.take()
                 now = time.perf_counter()
@@ -582,10 +577,7 @@ def _pretrain(cfg: PretrainConfig, run_dir: Path, resume: bool, env: D.DistEnv) 
                 state.loss_sum, state.loss_count, window_tokens, window_start = 0.0, 0, 0, now
             if tc.eval_every and state.step % tc.eval_every == 0 and eval_sequences:
                 last_metrics = run_eval()
-            if state.step >= planned_steps:
-                state.stopped = f"reached {planned_steps} steps"
-            elif budget is not None and state.seconds >= budget:
-                state.stopped = f"time budget of {tc.max_minutes} minutes used"
+            state.stopped = stop_reason(tc, state.step, state.seconds, planned_steps) or state.stopped
             if state.position >= len(batches):
                 break
             if (tc.checkpoint_every and state.step % tc.checkpoint_every == 0) or state.last_eval_step == state.step:

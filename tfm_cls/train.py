@@ -89,6 +89,34 @@ def warmup_of(cfg: TrainConfig, total_steps: int) -> int:
     return cfg.warmup_steps if cfg.warmup_steps is not None else int(cfg.warmup_ratio * total_steps)
 
 
+def apply_lr(optimizer: torch.optim.Optimizer, cfg: TrainConfig, step: int, total_steps: int) -> float:
+    """Set every group's lr to its base lr times the schedule at `step`; return that scale."""
+    scale = get_lr(step, lr=1.0, warmup_steps=warmup_of(cfg, total_steps), total_steps=total_steps,
+                   schedule=cfg.schedule, min_lr_ratio=cfg.min_lr_ratio)
+    for group in optimizer.param_groups:
+        group["lr"] = group["base_lr"] * scale
+    return scale
+
+
+def affordable_total_steps(
+    step: int, seconds: float, rate_start: tuple[float, int], budget: float, planned_steps: int
+) -> int:
+    """Under a time budget, the decay is stretched to end with it: project the steps still
+    affordable at the rate measured since `rate_start` = (seconds, step) of this session."""
+    rate = (step - rate_start[1]) / max(seconds - rate_start[0], 1e-9)
+    affordable = step + int(rate * max(budget - seconds, 0.0))
+    return max(step + 1, min(planned_steps, affordable))
+
+
+def stop_reason(cfg: TrainConfig, step: int, seconds: float, planned_steps: int) -> str | None:
+    """Why training stops after this step (planned steps reached, time budget used), or None."""
+    if step >= planned_steps:
+        return f"reached {planned_steps} steps"
+    if cfg.max_minutes and seconds >= cfg.max_minutes * 60:
+        return f"time budget of {cfg.max_minutes} minutes used"
+    return None
+
+
 # ---- parameters: weight-decay groups, layer-wise learning rates, head-only phase --------------------
 
 
@@ -421,10 +449,7 @@ def _train(cfg: ClassifierConfig, run_dir: Path, resume: bool, env: D.DistEnv) -
                 state.loss_count += n_micro
             state.tokens += step_tokens
             window_tokens += step_tokens
-            lr = get_lr(state.step, lr=1.0, warmup_steps=warmup_of(tc, total_steps), total_steps=total_steps,
-                        schedule=tc.schedule, min_lr_ratio=tc.min_lr_ratio)
-            for group in optimizer.param_groups:
-                group["lr"] = group["base_lr"] * lr
+            lr = apply_lr(optimizer, tc, state.step, total_steps)
             amp.step(optimizer, model.parameters(), tc.grad_clip)
             state.step += 1
             state.position += n_micro
@@ -435,10 +460,7 @@ def _train(cfg: ClassifierConfig, run_dir: Path, resume: bool, env: D.DistEnv) -
 
             state.seconds = seconds
             if budget is not None:
-                # Stretch the decay to end with the time budget: project the steps still affordable.
-                rate = (state.step - rate_start[1]) / max(state.seconds - rate_start[0], 1e-9)
-                affordable = state.step + int(rate * max(budget - state.seconds, 0.0))
-                total_steps = max(state.step + 1, min(planned_steps, affordable))
+                total_steps = affordable_total_steps(state.step, state.seconds, rate_start, budget, planned_steps)
             if state.step % tc.log_every == 0 or state.position >= len(batches):
                 state.loss_sum += pending_loss.take()
                 now = time.perf_counter()
@@ -450,10 +472,7 @@ def _train(cfg: ClassifierConfig, run_dir: Path, resume: bool, env: D.DistEnv) -
                 state.loss_sum, state.loss_count, window_tokens, window_start = 0.0, 0, 0, now
             if tc.eval_every and state.step % tc.eval_every == 0:
                 run_eval()
-            if state.step >= planned_steps:
-                state.stopped = f"reached {planned_steps} steps"
-            elif budget is not None and state.seconds >= budget:
-                state.stopped = f"time budget of {tc.max_minutes} minutes used"
+            state.stopped = stop_reason(tc, state.step, state.seconds, planned_steps) or state.stopped
             if state.position >= len(batches):
                 break
             if (tc.checkpoint_every and state.step % tc.checkpoint_every == 0) or state.last_eval_step == state.step:

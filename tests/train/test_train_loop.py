@@ -145,3 +145,17 @@ def test_empty_and_overlong_texts_are_counted_not_fatal(tmp_path):
     report = metrics["data"]
     assert sum(report["empty"].values()) == 2 and sum(report["truncated"].values()) == 1
     assert all(math.isfinite(metrics[s]["loss"]) for s in ("validation", "test"))
+
+
+def test_time_budget_projection_and_stop_rules():
+    from tfm_cls.config import TrainConfig
+    from tfm_cls.train import affordable_total_steps, stop_reason
+
+    # 100 steps in 10 s since the session started; 20 s of a 30 s budget left -> 200 more steps.
+    assert affordable_total_steps(100, 10.0, (0.0, 0), 30.0, planned_steps=1000) == 300
+    assert affordable_total_steps(100, 10.0, (0.0, 0), 30.0, planned_steps=250) == 250  # never past the plan
+    assert affordable_total_steps(100, 40.0, (0.0, 0), 30.0, planned_steps=1000) == 101  # budget spent
+    cfg = TrainConfig(max_minutes=0.5)
+    assert stop_reason(cfg, 10, 5.0, planned_steps=100) is None
+    assert stop_reason(cfg, 10, 31.0, planned_steps=100) == "time budget of 0.5 minutes used"
+    assert stop_reason(cfg, 100, 5.0, planned_steps=100) == "reached 100 steps"
