@@ -36,7 +36,7 @@ sys.path.insert(0, str(ROOT))
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 from baselines import BASELINES, Split, run_baseline  # noqa: E402
-from bench_mlm import prepare_mlm  # noqa: E402
+from bench_mlm import FINETUNE_OVERRIDES, prepare_mlm  # noqa: E402
 
 DATASETS = ("sst2", "trec", "ag_news", "mr_polarity", "sms_spam", "tnews")
 
@@ -63,7 +63,8 @@ class Variant:
 
 VARIANTS: list[Variant] = [
     Variant("ours", "configs/cls/{name}.yaml"),
-    Variant("ours+mlm", "configs/cls/{name}.yaml", prepare=prepare_mlm),  # + in-domain MLM (bench_mlm.py)
+    # + in-domain MLM, then fine-tuning with bench_mlm.FINETUNE_OVERRIDES
+    Variant("ours+mlm", "configs/cls/{name}.yaml", overrides=FINETUNE_OVERRIDES, prepare=prepare_mlm),
     Variant("minilm", "configs/cls/{name}-minilm.yaml", default=False),  # needs the [minilm] extra
 ]
 
@@ -157,6 +158,9 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--minutes", type=float, default=None, help="training budget per dataset (train.max_minutes)")
     parser.add_argument("--quick", action="store_true", help="smoke run: 1,500 training texts, 30 s of training")
     parser.add_argument("--no-baselines", action="store_true")
+    parser.add_argument("--mlm-extra", default="none",
+                        help="ours+mlm: extra unlabelled text = other datasets' training texts: none, auto "
+                             "(same language, no shared source), or a comma-separated list (default: %(default)s)")
     parser.add_argument("--out", default="bench_results", help="results folder (default: %(default)s)")
     args = parser.parse_args(argv)
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s: %(message)s", datefmt="%H:%M:%S")
