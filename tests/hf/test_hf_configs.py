@@ -25,4 +25,4 @@ def test_minilm_config_is_valid(path: Path) -> None:
     tc = cfg.train
     assert tc.head_lr is not None and tc.head_lr > tc.lr and tc.lr <= 1e-4  # gentle body, faster new head
     assert tc.layerwise_lr_decay < 1.0 and tc.max_minutes is not None and tc.max_minutes <= 30
-    assert 2 <= tc.epochs <= 3
+    assert 2 <= tc.epochs <= 10  # a few epochs (fine-tuning), bounded in time by max_minutes above
