@@ -73,7 +73,7 @@ def prepare_mlm(dataset: str, folder: Path, args: argparse.Namespace) -> list[st
     run_dir = Path(args.out) / "runs" / f"{dataset}-mlm-pretrain"
     overrides = [f"data.path={folder}", f"run_dir={run_dir}", "train.progress=false",
                  f"train.max_minutes={pretrain_minutes}"]
-    extra = extra_datasets(dataset, getattr(args, "mlm_extra", "none"), folder.parent)
+    extra = extra_datasets(dataset, args.mlm_extra, folder.parent)
     if extra:
         paths = ",".join(str(folder.parent / d / "train.jsonl") for d in extra)
         overrides.append(f"extra_text.paths=[{paths}]")
