@@ -123,10 +123,19 @@ class ExtraTextConfig:
     max_texts: int | None = None
     """Keep a seeded random subset of this many extra texts."""
     on_overlap: typing.Literal["drop", "error"] = "drop"
-    """Extra texts whose normalised form equals a test or validation text: dropped, or an error."""
+    """Extra texts that hold a test or validation text (pretrain_data.find_overlap): dropped, or an error."""
+    overlap_ngram: int = 8
+    """An extra text sharing a run of this many words with a test or validation text is overlap."""
+    overlap_min_piece: int = 4
+    """Shorter texts count as overlap when one is wholly a piece of the other, from this many words."""
 
     def __post_init__(self) -> None:
         _check(self.max_texts is None or self.max_texts > 0, f"extra_text.max_texts: expected > 0, got {self.max_texts}")
+        _check(
+            1 <= self.overlap_min_piece <= self.overlap_ngram,
+            f"extra_text: expected 1 <= overlap_min_piece <= overlap_ngram, "
+            f"got {self.overlap_min_piece} and {self.overlap_ngram}",
+        )
 
 
 @dataclasses.dataclass(kw_only=True)
@@ -303,7 +312,7 @@ def load_extra_texts(cfg: ExtraTextConfig, seed: int) -> list[str]:
 
 
 def build_corpus(cfg: PretrainConfig) -> Corpus:
-    """The training split's texts plus extra text that shares no text with test or validation."""
+    """The training split's texts plus extra text that holds no test or validation text."""
     from tfm_cls.data import load_data
 
     data = load_data(cfg.data)
@@ -311,7 +320,10 @@ def build_corpus(cfg: PretrainConfig) -> Corpus:
     eval_texts = list(data.splits["validation"]["text"])
     held_out = list(data.splits["test"]["text"]) + eval_texts
     extra = load_extra_texts(cfg.extra_text, cfg.seed)
-    texts, report = assemble_corpus(train_texts, extra, held_out, cfg.extra_text.on_overlap)
+    texts, report = assemble_corpus(
+        train_texts, extra, held_out, cfg.extra_text.on_overlap,
+        ngram=cfg.extra_text.overlap_ngram, min_piece=cfg.extra_text.overlap_min_piece,
+    )
     report["source"] = data.source
     report["validation_texts"] = len(eval_texts)
     if not texts:

@@ -3,8 +3,10 @@
 Sources: the texts of the labelled dataset's training split (the default), plus extra text from
 local files (`.txt`: one text per line; `.jsonl`: one object per line with a text field) or a
 Hugging Face dataset split. Extra text may only be used if none of the evaluated dataset's test
-(or validation) texts is among it: `find_overlap` compares normalised-text hashes, and
-`assemble_corpus` drops (or refuses) the extra texts that match.
+(or validation) texts is among it, whole or in pieces: `find_overlap` flags extra texts that equal
+an evaluation text, share a run of words with one, or are a piece of one (a sub-phrase of a test
+sentence, as SST-2's phrases are of Rotten Tomatoes sentences), and `assemble_corpus` drops (or
+refuses) them.
 """
 
 from __future__ import annotations
@@ -12,6 +14,7 @@ from __future__ import annotations
 import hashlib
 import json
 import logging
+import re
 import unicodedata
 from collections.abc import Iterable, Sequence
 from pathlib import Path
@@ -41,10 +44,67 @@ def text_hash(text: str) -> bytes | None:
     return hashlib.blake2b(norm.encode("utf-8"), digest_size=8).digest()
 
 
-def find_overlap(texts: Sequence[str], reference: Iterable[str]) -> list[int]:
-    """Indices of `texts` whose normalised form equals that of some `reference` text."""
-    ref = {h for h in map(text_hash, reference) if h is not None}
-    return [i for i, t in enumerate(texts) if (h := text_hash(t)) is not None and h in ref]
+_CJK = "\u3040-\u30ff\u3400-\u4dbf\u4e00-\u9fff\uf900-\ufaff\uac00-\ud7af"
+_TOKEN = re.compile(rf"[{_CJK}]|(?:(?![{_CJK}])[^\W_])+")
+"""A CJK character on its own (those scripts write no spaces), else a run of letters and digits."""
+_SPLIT_CONTRACTION = re.compile(r"\s+(?=n't\b|'(?:s|re|ve|ll|d|m)\b)")
+"""Penn-Treebank tokenisation (SST-2: `does n't`, `it 's`) re-joined before apostrophes go."""
+_PTB_BRACKET = re.compile(r"-[lr][rcs]b-")
+
+
+def overlap_tokens(text: str) -> list[str]:
+    """Words for overlap detection: NFKC, case-folded, contractions joined, punctuation dropped.
+
+    `does n't` and `doesn't` both give `doesnt`; `smog-fighting` gives `smog`, `fighting`; each
+    CJK character is a token.
+    """
+    folded = unicodedata.normalize("NFKC", text).casefold()
+    folded = _PTB_BRACKET.sub(" ", _SPLIT_CONTRACTION.sub("", folded))
+    return _TOKEN.findall(folded.replace("'", "").replace("\u2019", ""))
+
+
+def _windows(tokens: Sequence[str], n: int) -> set[int]:
+    """Hashes of every run of n consecutive tokens."""
+    return {hash(tuple(tokens[i : i + n])) for i in range(len(tokens) - n + 1)}
+
+
+def find_overlap(
+    texts: Sequence[str], reference: Iterable[str], *, ngram: int = 8, min_piece: int = 4
+) -> list[int]:
+    """Indices of `texts` that hold some `reference` text, whole or in part.
+
+    A text is flagged if (1) its normalised form equals a reference text's (`normalize_text`: any
+    length), (2) it shares a run of `ngram` words with one, or (3) one of the two is shorter than
+    `ngram` words but at least `min_piece`, and wholly a run of words of the other: a 5-word
+    sub-phrase of a test sentence, or a short test text inside a longer one. Shorter common pieces
+    (`the film`, `is n't funny`) are left: they carry no sentence of their own.
+    """
+    if not 1 <= min_piece <= ngram:
+        raise ValueError(f"find_overlap: expected 1 <= min_piece <= ngram, got min_piece={min_piece}, ngram={ngram}")
+    exact: set[bytes] = set()
+    shared_runs: set[int] = set()  # every ngram-word run of a reference text
+    pieces: dict[int, set[int]] = {n: set() for n in range(min_piece, ngram)}  # every shorter run, by length
+    short_refs: dict[int, set[int]] = {}  # whole reference texts of min_piece..ngram-1 words, by length
+    for ref in reference:
+        if (h := text_hash(ref)) is not None:
+            exact.add(h)
+        words = overlap_tokens(ref)
+        shared_runs |= _windows(words, ngram)
+        for n, runs in pieces.items():
+            runs |= _windows(words, n)
+        if min_piece <= len(words) < ngram:
+            short_refs.setdefault(len(words), set()).add(hash(tuple(words)))
+    flagged = []
+    for i, text in enumerate(texts):
+        words = overlap_tokens(text)
+        if (
+            ((h := text_hash(text)) is not None and h in exact)
+            or not _windows(words, ngram).isdisjoint(shared_runs)
+            or (min_piece <= len(words) < ngram and hash(tuple(words)) in pieces[len(words)])
+            or any(not _windows(words, n).isdisjoint(refs) for n, refs in short_refs.items() if n <= len(words))
+        ):
+            flagged.append(i)
+    return flagged
 
 
 def read_text_file(path: str | Path, text_field: str = "text") -> list[str]:
@@ -97,33 +157,37 @@ def assemble_corpus(
     extra_texts: Sequence[str],
     evaluation_texts: Sequence[str],
     on_overlap: str = "drop",
+    *,
+    ngram: int = 8,
+    min_piece: int = 4,
 ) -> tuple[list[str], dict[str, int]]:
-    """Training-split texts plus those extra texts that share no normalised text with evaluation.
+    """Training-split texts plus those extra texts that hold no evaluation text (`find_overlap`).
 
     on_overlap: `drop` removes the overlapping extra texts (logged), `error` raises CorpusError.
     Returns the corpus and counts for the run's report.
     """
     if on_overlap not in ("drop", "error"):
         raise ValueError(f"on_overlap must be 'drop' or 'error', got {on_overlap!r}")
+    rule = dict(ngram=ngram, min_piece=min_piece)
     report = {"train_texts": len(train_texts), "extra_texts": len(extra_texts), "extra_dropped_overlap": 0}
     # Informational only: the labelled train split is used by supervised training anyway, but
-    # duplicates between a dataset's own splits are worth knowing about.
-    report["train_matching_evaluation"] = len(find_overlap(train_texts, evaluation_texts))
+    # text shared between a dataset's own splits is worth knowing about.
+    report["train_matching_evaluation"] = len(find_overlap(train_texts, evaluation_texts, **rule))
     if extra_texts:
-        overlap = find_overlap(extra_texts, evaluation_texts)
+        overlap = find_overlap(extra_texts, evaluation_texts, **rule)
         report["extra_dropped_overlap"] = len(overlap)
         if overlap:
             examples = "; ".join(repr(extra_texts[i][:60]) for i in overlap[:3])
+            what = (
+                f"hold evaluation (test/validation) text: equal to one, sharing a run of {ngram} words, "
+                f"or a piece of at least {min_piece} words"
+            )
             if on_overlap == "error":
                 raise CorpusError(
-                    f"{len(overlap)} extra text(s) match evaluation (test/validation) texts after "
-                    f"normalisation, e.g. {examples}; remove them or set extra_text.on_overlap=drop"
+                    f"{len(overlap)} extra text(s) {what}, e.g. {examples}; "
+                    "remove them or set extra_text.on_overlap=drop"
                 )
-            logger.warning(
-                "dropped %d extra text(s) that match evaluation texts after normalisation, e.g. %s",
-                len(overlap),
-                examples,
-            )
+            logger.warning("dropped %d extra text(s) that %s, e.g. %s", len(overlap), what, examples)
             dropped = set(overlap)
             extra_texts = [t for i, t in enumerate(extra_texts) if i not in dropped]
     corpus = list(train_texts) + list(extra_texts)

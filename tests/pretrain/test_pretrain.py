@@ -133,6 +133,8 @@ def test_config_errors_are_specific(tiny_data, tmp_path):
         tiny_config(tiny_data, tmp_path / "r", "mlm.masking=sentence")
     with pytest.raises(ConfigError, match="unknown key"):
         load_config(PretrainConfig, None, ["mlm.mask_rate=0.2"])
+    with pytest.raises(ConfigError, match="overlap_min_piece <= overlap_ngram, got 9 and 8"):
+        tiny_config(tiny_data, tmp_path / "r", "extra_text.overlap_min_piece=9")
 
 
 def test_resume_after_sigkill_ends_with_the_weights_of_an_uninterrupted_run(tiny_data, tmp_path):
@@ -200,13 +202,16 @@ def test_extra_text_overlapping_test_or_validation_is_dropped_from_the_corpus(ti
     test_line = json.loads((tiny_data / "test.jsonl").read_text().splitlines()[0])["text"]
     val_line = json.loads((tiny_data / "validation.jsonl").read_text().splitlines()[0])["text"]
     extra = tmp_path / "extra.txt"
-    # Case and spacing variants of a test and a validation text, plus two unseen texts.
-    extra.write_text(f"{test_line.upper()}\n{val_line.replace(' ', '  ')}\na zebra naps\nan owl hoots\n", encoding="utf-8")
+    piece = " ".join(test_line.split()[1:7])  # six words cut from inside a test sentence
+    # Case and spacing variants of a test and a validation text, a piece of a test text, two unseen texts.
+    extra.write_text(
+        f"{test_line.upper()}\n{val_line.replace(' ', '  ')}\n{piece}\na zebra naps\nan owl hoots\n", encoding="utf-8"
+    )
     cfg = tiny_config(tiny_data, tmp_path / "run", f"extra_text.paths=[{extra}]")
     corpus = build_corpus(cfg)
-    assert corpus.report["extra_texts"] == 4 and corpus.report["extra_dropped_overlap"] == 2
+    assert corpus.report["extra_texts"] == 5 and corpus.report["extra_dropped_overlap"] == 3
     assert corpus.texts[-2:] == ["a zebra naps", "an owl hoots"] and len(corpus.texts) == 240 + 2
-    with pytest.raises(Exception, match="2 extra text"):
+    with pytest.raises(Exception, match="3 extra text"):
         build_corpus(tiny_config(tiny_data, tmp_path / "run", f"extra_text.paths=[{extra}]", "extra_text.on_overlap=error"))
 
 

@@ -1,4 +1,4 @@
-"""The pretraining corpus: extra-text readers and the normalised-hash overlap guard."""
+"""The pretraining corpus: extra-text readers and the overlap guard (whole texts and pieces)."""
 
 import json
 
@@ -9,6 +9,7 @@ from tfm_cls.pretrain_data import (
     assemble_corpus,
     find_overlap,
     normalize_text,
+    overlap_tokens,
     read_text_file,
 )
 
@@ -25,6 +26,47 @@ def test_find_overlap_returns_indices_of_matching_texts():
     test = ["It's a charming, funny film.", "The plot is thin"]
     extra = ["another text", "it 's a charming , funny film .", "...", "the plot is thin", "the plot is thin!!"]
     assert find_overlap(extra, test) == [1, 3, 4]  # "..." normalises to nothing: never a match
+
+
+def test_overlap_tokens_join_treebank_contractions_and_split_cjk_characters():
+    assert overlap_tokens("it does n't -lrb- quite -rrb- work") == overlap_tokens("It doesn't (quite) work!")
+    assert overlap_tokens("it 's") == ["its"] and overlap_tokens("smog-fighting") == ["smog", "fighting"]
+    assert overlap_tokens("上课时，学生abc") == ["上", "课", "时", "学", "生", "abc"]
+
+
+def test_find_overlap_catches_pieces_and_shared_runs_of_evaluation_texts():
+    test = [
+        "the film is a charming , funny and thoroughly unexpected tale of two brothers in rome",
+        "Who invented the telephone?",  # a short test text (4 words)
+    ]
+    extra = [
+        "a charming, funny and thoroughly unexpected",  # 6-word piece of a test sentence (SST-2 style)
+        "Critics say: a charming funny and thoroughly unexpected tale of two brothers, sadly",  # shares 9 words
+        "funny and thoroughly",  # a 3-word piece: too short to carry the sentence
+        "quiz: who invented the telephone? bell did",  # holds a whole short test text
+        "a charming , funny and entirely unexpected film",  # no run of 4 words inside the test text
+        "the telephone",
+    ]
+    assert find_overlap(extra, test) == [0, 1, 3]
+    # The thresholds are the rule: demand 7-word pieces and the 6-word piece is left.
+    assert find_overlap(extra, test, ngram=9, min_piece=7) == [1]
+    with pytest.raises(ValueError, match="min_piece"):
+        find_overlap(extra, test, ngram=4, min_piece=5)
+
+
+def test_find_overlap_on_real_rotten_tomatoes_phrases_and_unrelated_text():
+    # SST-2 train phrases against an MR test sentence (the pair the issue warns about): the
+    # phrases the PTB tokeniser cut from it are caught, unrelated news text is not.
+    mr_test = ["the movie's biggest problem is that it doesn't know whether it's a comedy or a thriller ."]
+    sst2_phrases = [
+        "the movie 's biggest problem",
+        "does n't know whether it 's a comedy or a thriller",
+        "is that it does n't know",
+        "biggest problem",
+    ]
+    news = ["Oil prices climbed on Tuesday as traders worried about supply in the Gulf."]
+    assert find_overlap(sst2_phrases, mr_test) == [0, 1, 2]
+    assert find_overlap(news, mr_test) == []
 
 
 def test_assemble_corpus_drops_or_refuses_overlapping_extra_text():
