@@ -11,7 +11,7 @@ table: test accuracy, macro-F1, training minutes, prediction texts/s (end to end
     python benchmarks/bench_accuracy.py --variants ours,minilm                     # more columns
 Writes bench_results/accuracy-<time>.json; runs go to bench_results/runs/<dataset>-<variant>.
 
-Adding a column = adding a Variant to VARIANTS (config template + overrides, optionally a
+Adding a column = adding a Variant to VARIANTS (config template + overlay configs, optionally a
 `prepare` hook that runs first, e.g. MLM pretraining, and returns extra overrides).
 """
 
@@ -36,7 +36,7 @@ sys.path.insert(0, str(ROOT))
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 from baselines import BASELINES, Split, run_baseline  # noqa: E402
-from bench_mlm import FINETUNE_OVERRIDES, prepare_mlm  # noqa: E402
+from bench_mlm import FINETUNE_OVERLAY, prepare_mlm  # noqa: E402
 
 DATASETS = ("sst2", "trec", "ag_news", "mr_polarity", "sms_spam", "tnews")
 
@@ -46,11 +46,11 @@ REFERENCE = {"sst2": 84.8, "trec": 88.4, "ag_news": 88.9, "mr_polarity": 80.4, "
 
 @dataclasses.dataclass(frozen=True)
 class Variant:
-    """One column of ours: a config (with `{name}` for the dataset) plus overrides."""
+    """One column of ours: a config (with `{name}` for the dataset), plus overlay configs merged on top."""
 
     name: str
     config: str
-    overrides: tuple[str, ...] = ()
+    overlays: tuple[str, ...] = ()
     default: bool = True
     """Run without being named in --variants."""
     prepare: Callable[[str, Path, argparse.Namespace], list[str]] | None = None
@@ -63,8 +63,8 @@ class Variant:
 
 VARIANTS: list[Variant] = [
     Variant("ours", "configs/cls/{name}.yaml"),
-    # + in-domain MLM, then fine-tuning with bench_mlm.FINETUNE_OVERRIDES
-    Variant("ours+mlm", "configs/cls/{name}.yaml", overrides=FINETUNE_OVERRIDES, prepare=prepare_mlm),
+    # + in-domain MLM, then fine-tuning with the recipe of configs/finetune/from-mlm.yaml
+    Variant("ours+mlm", "configs/cls/{name}.yaml", overlays=(FINETUNE_OVERLAY,), prepare=prepare_mlm),
     Variant("minilm", "configs/cls/{name}-minilm.yaml", default=False),  # needs the [minilm] extra
 ]
 
@@ -85,7 +85,7 @@ def run_variant(variant: Variant, dataset: str, folder: Path, args: argparse.Nam
     if not config_path.is_file():
         return {"system": variant.name, "skipped": f"no config {config_path.relative_to(ROOT)}"}
     run_dir = Path(args.out) / "runs" / f"{dataset}-{variant.name}"
-    overrides = [f"data.path={folder}", f"run_dir={run_dir}", "train.progress=false", *variant.overrides]
+    overrides = [f"data.path={folder}", f"run_dir={run_dir}", "train.progress=false"]
     if args.minutes is not None:
         overrides.append(f"train.max_minutes={args.minutes}")
     pretrain_minutes = 0.0
@@ -99,7 +99,7 @@ def run_variant(variant: Variant, dataset: str, folder: Path, args: argparse.Nam
                 pretrain_minutes = json.loads(pretrain_metrics.read_text())["train_seconds"] / 60
     if args.quick:
         overrides += quick_overrides()
-    cfg = load_config(ClassifierConfig, config_path, overrides)
+    cfg = load_config(ClassifierConfig, [config_path, *(ROOT / o for o in variant.overlays)], overrides)
     metrics = train(cfg, overwrite=True)
     run = load_run(run_dir)
     predict_proba(run, test_texts[:64])  # warm-up

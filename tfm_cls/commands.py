@@ -111,7 +111,8 @@ def register_commands(subparsers: argparse._SubParsersAction) -> None:
         "train", help="train a text classifier from a config (+ KEY=VALUE overrides)",
         description="Train, evaluate and write a run directory. Overrides: train.lr=3e-4 data.path=DIR run_dir=PATH",
     )
-    p.add_argument("--config", default="configs/cls/bbc.yaml", help="YAML config (default: %(default)s)")
+    p.add_argument("--config", default="configs/cls/bbc.yaml",
+                   help="YAML config; several comma-separated are merged in order, later ones win (default: %(default)s)")
     p.add_argument("overrides", nargs="*", metavar="KEY=VALUE", help="dotted config overrides")
     p.add_argument("--resume", action="store_true", help="continue the run in run_dir from its last checkpoint")
     p.add_argument("--overwrite", action="store_true", help="replace a different run already in run_dir")

@@ -9,6 +9,7 @@ from __future__ import annotations
 import dataclasses
 import types
 import typing
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Any, TypeVar
 
@@ -143,19 +144,50 @@ def apply_overrides(data: dict[str, Any], overrides: list[str], cls: type) -> di
     return data
 
 
-def load_config(cls: type[T], path: str | Path | None = None, overrides: list[str] | None = None) -> T:
-    """Load `cls` from a YAML file (optional) plus dotted overrides; strict and type-checked."""
+def _read_config_file(path: Path) -> dict[str, Any]:
+    if not path.is_file():
+        raise ConfigError(f"config file {path} does not exist")
+    with open(path, encoding="utf-8") as f:
+        loaded = yaml.safe_load(f) or {}
+    if not isinstance(loaded, dict):
+        raise ConfigError(f"{path}: expected a mapping at the top level, got {type(loaded).__name__}")
+    return loaded
+
+
+def merge_config(base: dict[str, Any], overlay: dict[str, Any]) -> dict[str, Any]:
+    """`overlay` on top of `base`, section by section: a key it sets replaces that key only."""
+    merged = dict(base)
+    for key, value in overlay.items():
+        if isinstance(value, dict) and isinstance(merged.get(key), dict):
+            merged[key] = merge_config(merged[key], value)
+        else:
+            merged[key] = value
+    return merged
+
+
+def config_paths(path: str | Path | Sequence[str | Path] | None) -> list[Path]:
+    """`a.yaml,b.yaml` (as `--config` takes it), a list of paths, one path, or None -> paths."""
+    if path is None:
+        return []
+    if isinstance(path, (str, Path)):
+        return [Path(p) for p in str(path).split(",") if p.strip()]
+    return [Path(p) for p in path]
+
+
+def load_config(
+    cls: type[T], path: str | Path | Sequence[str | Path] | None = None, overrides: list[str] | None = None
+) -> T:
+    """Load `cls` from YAML file(s) plus dotted overrides; strict and type-checked.
+
+    Several files (`configs/cls/trec.yaml,configs/finetune/from-mlm.yaml`) are merged in order,
+    each later one overriding the keys it sets: an experiment plus a shared overlay (a recipe),
+    with one copy of each. The overrides come last.
+    """
     data: dict[str, Any] = {}
-    where = "config"
-    if path is not None:
-        path = Path(path)
-        if not path.is_file():
-            raise ConfigError(f"config file {path} does not exist")
-        with open(path, encoding="utf-8") as f:
-            loaded = yaml.safe_load(f) or {}
-        if not isinstance(loaded, dict):
-            raise ConfigError(f"{path}: expected a mapping at the top level, got {type(loaded).__name__}")
-        data, where = loaded, str(path)
+    paths = config_paths(path)
+    for p in paths:
+        data = merge_config(data, _read_config_file(p))
+    where = " + ".join(map(str, paths)) or "config"
     if overrides:
         data = apply_overrides(data, overrides, cls)
     return from_dict(cls, data, where)
