@@ -715,7 +715,7 @@ def register_commands(subparsers: Any) -> None:
         help="masked-language-model pretraining of the encoder on in-domain text",
         description="MLM pretraining; fine-tune afterwards with `tfm-cls train ... model.init_from=RUN_DIR`.",
     )
-    p.add_argument("--config", help="YAML file (configs/pretrain/*.yaml)")
+    p.add_argument("--config", help="YAML file (configs/pretrain/*.yaml); several comma-separated are merged in order")
     p.add_argument("--resume", action="store_true", help="continue the run in run_dir from its last checkpoint")
     p.add_argument("--overwrite", action="store_true", help="replace a different run in run_dir")
     p.add_argument("overrides", nargs="*", metavar="KEY=VALUE", help="dotted overrides, e.g. train.lr=2e-3 mlm.masking=span")
