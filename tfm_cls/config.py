@@ -166,11 +166,13 @@ def merge_config(base: dict[str, Any], overlay: dict[str, Any]) -> dict[str, Any
 
 
 def config_paths(path: str | Path | Sequence[str | Path] | None) -> list[Path]:
-    """`a.yaml,b.yaml` (as `--config` takes it), a list of paths, one path, or None -> paths."""
+    """`a.yaml,b.yaml` (a string, as `--config` takes it), a Path, a list of paths, or None -> paths."""
     if path is None:
         return []
-    if isinstance(path, (str, Path)):
-        return [Path(p) for p in str(path).split(",") if p.strip()]
+    if isinstance(path, Path):
+        return [path]
+    if isinstance(path, str):
+        return [Path(p.strip()) for p in path.split(",") if p.strip()]
     return [Path(p) for p in path]
 
 
