@@ -68,43 +68,54 @@ def _windows(tokens: Sequence[str], n: int) -> set[int]:
     return {hash(tuple(tokens[i : i + n])) for i in range(len(tokens) - n + 1)}
 
 
+class OverlapIndex:
+    """Evaluation (reference) texts indexed once, to test any number of texts against them.
+
+    A text holds a reference text if (1) its normalised form equals the reference's
+    (`normalize_text`: any length), (2) it shares a run of `ngram` words with it, or (3) one of
+    the two is shorter than `ngram` words but at least `min_piece`, and wholly a run of words of
+    the other: a 5-word sub-phrase of a test sentence, or a short test text inside a longer one.
+    Shorter common pieces (`the film`, `is n't funny`) are left: they carry no sentence of their own.
+    """
+
+    def __init__(self, reference: Iterable[str], *, ngram: int = 8, min_piece: int = 4) -> None:
+        if not 1 <= min_piece <= ngram:
+            raise ValueError(f"expected 1 <= min_piece <= ngram, got min_piece={min_piece}, ngram={ngram}")
+        self.ngram, self.min_piece = ngram, min_piece
+        self.exact: set[bytes] = set()
+        self.shared_runs: set[int] = set()  # every ngram-word run of a reference text
+        self.pieces: dict[int, set[int]] = {n: set() for n in range(min_piece, ngram)}  # shorter runs, by length
+        self.short_refs: dict[int, set[int]] = {}  # whole reference texts of min_piece..ngram-1 words, by length
+        for ref in reference:
+            if (h := text_hash(ref)) is not None:
+                self.exact.add(h)
+            words = overlap_tokens(ref)
+            self.shared_runs |= _windows(words, ngram)
+            for n, runs in self.pieces.items():
+                runs |= _windows(words, n)
+            if min_piece <= len(words) < ngram:
+                self.short_refs.setdefault(len(words), set()).add(hash(tuple(words)))
+
+    def holds(self, text: str) -> bool:
+        """Whether `text` holds some reference text, whole or in part (rules in the class docstring)."""
+        words = overlap_tokens(text)
+        return (
+            ((h := text_hash(text)) is not None and h in self.exact)
+            or not _windows(words, self.ngram).isdisjoint(self.shared_runs)
+            or (self.min_piece <= len(words) < self.ngram and hash(tuple(words)) in self.pieces[len(words)])
+            or any(not _windows(words, n).isdisjoint(refs) for n, refs in self.short_refs.items() if n <= len(words))
+        )
+
+    def find(self, texts: Sequence[str]) -> list[int]:
+        """Indices of `texts` that hold some reference text."""
+        return [i for i, text in enumerate(texts) if self.holds(text)]
+
+
 def find_overlap(
     texts: Sequence[str], reference: Iterable[str], *, ngram: int = 8, min_piece: int = 4
 ) -> list[int]:
-    """Indices of `texts` that hold some `reference` text, whole or in part.
-
-    A text is flagged if (1) its normalised form equals a reference text's (`normalize_text`: any
-    length), (2) it shares a run of `ngram` words with one, or (3) one of the two is shorter than
-    `ngram` words but at least `min_piece`, and wholly a run of words of the other: a 5-word
-    sub-phrase of a test sentence, or a short test text inside a longer one. Shorter common pieces
-    (`the film`, `is n't funny`) are left: they carry no sentence of their own.
-    """
-    if not 1 <= min_piece <= ngram:
-        raise ValueError(f"find_overlap: expected 1 <= min_piece <= ngram, got min_piece={min_piece}, ngram={ngram}")
-    exact: set[bytes] = set()
-    shared_runs: set[int] = set()  # every ngram-word run of a reference text
-    pieces: dict[int, set[int]] = {n: set() for n in range(min_piece, ngram)}  # every shorter run, by length
-    short_refs: dict[int, set[int]] = {}  # whole reference texts of min_piece..ngram-1 words, by length
-    for ref in reference:
-        if (h := text_hash(ref)) is not None:
-            exact.add(h)
-        words = overlap_tokens(ref)
-        shared_runs |= _windows(words, ngram)
-        for n, runs in pieces.items():
-            runs |= _windows(words, n)
-        if min_piece <= len(words) < ngram:
-            short_refs.setdefault(len(words), set()).add(hash(tuple(words)))
-    flagged = []
-    for i, text in enumerate(texts):
-        words = overlap_tokens(text)
-        if (
-            ((h := text_hash(text)) is not None and h in exact)
-            or not _windows(words, ngram).isdisjoint(shared_runs)
-            or (min_piece <= len(words) < ngram and hash(tuple(words)) in pieces[len(words)])
-            or any(not _windows(words, n).isdisjoint(refs) for n, refs in short_refs.items() if n <= len(words))
-        ):
-            flagged.append(i)
-    return flagged
+    """Indices of `texts` that hold some `reference` text, whole or in part (`OverlapIndex`)."""
+    return OverlapIndex(reference, ngram=ngram, min_piece=min_piece).find(texts)
 
 
 def read_text_file(path: str | Path, text_field: str = "text") -> list[str]:
@@ -161,20 +172,20 @@ def assemble_corpus(
     ngram: int = 8,
     min_piece: int = 4,
 ) -> tuple[list[str], dict[str, int]]:
-    """Training-split texts plus those extra texts that hold no evaluation text (`find_overlap`).
+    """Training-split texts plus those extra texts that hold no evaluation text (`OverlapIndex`).
 
     on_overlap: `drop` removes the overlapping extra texts (logged), `error` raises CorpusError.
     Returns the corpus and counts for the run's report.
     """
     if on_overlap not in ("drop", "error"):
         raise ValueError(f"on_overlap must be 'drop' or 'error', got {on_overlap!r}")
-    rule = dict(ngram=ngram, min_piece=min_piece)
+    evaluation = OverlapIndex(evaluation_texts, ngram=ngram, min_piece=min_piece)  # built once, used twice
     report = {"train_texts": len(train_texts), "extra_texts": len(extra_texts), "extra_dropped_overlap": 0}
     # Informational only: the labelled train split is used by supervised training anyway, but
     # text shared between a dataset's own splits is worth knowing about.
-    report["train_matching_evaluation"] = len(find_overlap(train_texts, evaluation_texts, **rule))
+    report["train_matching_evaluation"] = len(evaluation.find(train_texts))
     if extra_texts:
-        overlap = find_overlap(extra_texts, evaluation_texts, **rule)
+        overlap = evaluation.find(extra_texts)
         report["extra_dropped_overlap"] = len(overlap)
         if overlap:
             examples = "; ".join(repr(extra_texts[i][:60]) for i in overlap[:3])
