@@ -1,0 +1,18 @@
+"""The restructured engine trains exactly what the two old loops trained (bit for bit)."""
+
+import json
+from pathlib import Path
+
+import pytest
+from fingerprint import environment, fingerprints
+
+RECORDED = json.loads((Path(__file__).parent / "fingerprints.json").read_text())
+
+
+def test_tiny_runs_match_the_fingerprints_of_the_old_loops(tmp_path):
+    if environment() != RECORDED["environment"]:
+        # Bits depend on torch's version and the CPU kernels it picks, not only on our code.
+        pytest.skip(f"fingerprints recorded on {RECORDED['environment']}, this is {environment()}")
+    got = fingerprints(tmp_path)
+    for run, expected in RECORDED.items():
+        assert got[run] == expected, f"{run}: {got[run]} != {expected}"
