@@ -76,9 +76,9 @@ def quick_overrides() -> list[str]:
 def run_variant(variant: Variant, dataset: str, folder: Path, args: argparse.Namespace, test_texts: list[str]) -> dict:
     import torch
 
-    from tfm_cls.artifacts import load_run
     from tfm_cls.config import ClassifierConfig, load_config
     from tfm_cls.predict import predict_proba
+    from tfm_cls.runs import load_run
     from tfm_cls.train import train
 
     config_path = variant.config_path(dataset)

@@ -37,11 +37,12 @@ from torch import nn
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from export.exporter import export_run  # noqa: E402
-from export.infer import Classifier  # noqa: E402
-from export.quantize import quantize_model  # noqa: E402
-from export.verify import verify  # noqa: E402
-from tfm_cls.artifacts import load_run  # noqa: E402
+from tfm_cls.export.exporter import export_run  # noqa: E402
+from tfm_cls.export.infer import Classifier  # noqa: E402
+from tfm_cls.export.quantize import quantize_model  # noqa: E402
+from tfm_cls.export.verify import verify  # noqa: E402
+
+from tfm_cls.runs import load_run  # noqa: E402
 
 log = logging.getLogger("bench_infer")
 

@@ -78,9 +78,9 @@ def preflight(dry_run: bool, torch_only: bool) -> dict[str, Any]:
     """Versions and devices; CheckError (one line) when the GPU or its onnxruntime provider is missing."""
     try:
         import onnxruntime as ort
+        import tfm_cls.export.verify  # noqa: F401  (the whole pipeline imports: datasets, onnxscript, ...)
         import torch
 
-        import export.verify  # noqa: F401  (the whole pipeline imports: datasets, onnxscript, ...)
         import tfm_cls.train  # noqa: F401
     except ModuleNotFoundError as err:
         raise CheckError(f"missing Python package {err.name!r}: install the project (pip install -e .)") from err
@@ -266,11 +266,11 @@ def attention_kernels(model: Any, inputs: dict[str, tuple[np.ndarray, np.ndarray
 def export_and_verify(run_dir: Path, work_dir: Path, plan: Plan) -> dict[str, Any]:
     """Classifier of the run + a random Seq2SeqTransformer, each file through the one verifier."""
     import torch
+    from tfm_cls.export.exporter import export_run, export_seq2seq
+    from tfm_cls.export.verify import VerificationError, verify
 
-    from export.exporter import export_run, export_seq2seq
-    from export.verify import VerificationError, verify
-    from tfm_cls.artifacts import load_run
     from tfm_cls.model import Seq2SeqTransformer
+    from tfm_cls.runs import load_run
 
     results: dict[str, Any] = {}
 
@@ -319,8 +319,7 @@ def median_ms(run: Callable[[], Any], repeats: int, warmup: int) -> dict[str, fl
 
 def time_inference(model: Any, onnx_path: Path, batches: dict[int, tuple[np.ndarray, np.ndarray]], plan: Plan) -> list[dict]:
     import torch
-
-    from export.verify import make_session
+    from tfm_cls.export.verify import make_session
 
     device = torch.device(plan.device)
     model = model.to(device).eval()
@@ -421,7 +420,7 @@ def main(argv: list[str] | None = None) -> int:
 def run_all(plan: Plan, data_dir: Path, work_dir: Path, max_train_samples: int | None, info: dict) -> dict[str, Any]:
     import torch
 
-    from tfm_cls.artifacts import load_run
+    from tfm_cls.runs import load_run
 
     results: dict[str, Any] = {"plan": vars(plan) | {"verify_providers": plan.verify_providers}, "machine": info}
     results["train"] = run_training(plan, data_dir, work_dir / "run", max_train_samples)

@@ -19,12 +19,13 @@ import onnx
 import onnx_ir as ir
 import torch
 from onnxscript.rewriter.ort_fusions import optimize_for_ort
+from tfm_cls.export import spec as specs
+from tfm_cls.export.spec import ExportSpec
 from tokenizers import Tokenizer
 from torch import Tensor, nn
 
 import tfm_cls
-from export import spec as specs
-from export.spec import ExportSpec
+from tfm_cls.errors import ExportError
 
 logger = logging.getLogger(__name__)
 
@@ -111,10 +112,6 @@ def _quiet_exporter() -> Iterator[None]:
         finally:
             for lg, level in zip(loggers, levels):
                 lg.setLevel(level)
-
-
-class ExportError(RuntimeError):
-    """The model could not be exported, or the file came out other than specified."""
 
 
 def model_config(model: nn.Module) -> dict[str, Any]:
@@ -282,7 +279,7 @@ def export_seq2seq(
 
 def export_run(run_dir: str | Path, output: str | Path | None = None, fuse: bool = False) -> Path:
     """Export the trained classifier of a run directory to `output` (default RUN/model.onnx)."""
-    from tfm_cls.artifacts import load_run
+    from tfm_cls.runs import load_run
 
     run = load_run(run_dir)
     path = Path(output) if output else Path(run_dir) / specs.CLASSIFIER.file_name

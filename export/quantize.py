@@ -21,16 +21,13 @@ import numpy as np
 import onnx
 import onnxruntime
 from onnxruntime.quantization import QuantType, quantize_dynamic
+from tfm_cls.export.infer import Classifier
 
-from export.infer import Classifier
+from tfm_cls.errors import QuantizeError
 
 logger = logging.getLogger(__name__)
 
 DEFAULT_THRESHOLD = 0.5  # accuracy points
-
-
-class QuantizeError(ValueError):
-    """Bad labelled data or model; the message names the file, line and what was expected."""
 
 
 @dataclass
@@ -159,7 +156,7 @@ def quantize_and_evaluate(
     """Quantize, evaluate both, keep the int8 file only if the accuracy drop is <= threshold points."""
     fp32_path = Path(fp32_path)
     if not fp32_path.is_file():
-        raise QuantizeError(f"model file not found: {fp32_path} (export it first: make export RUN=<run dir>)")
+        raise QuantizeError(f"model file not found: {fp32_path} (export it first: tfm-cls export --run RUN)")
     int8_path = Path(int8_path) if int8_path else fp32_path.with_name(fp32_path.stem + ".int8.onnx")
     fp32 = Classifier(str(fp32_path))
     texts, y = read_labelled(data_path, fp32.labels, text_field, label_field, limit)

@@ -32,12 +32,11 @@ from typing import Any
 import numpy as np
 import onnxruntime as ort
 import torch
+from tfm_cls.export import spec as specs
+from tfm_cls.export.exporter import EXPORT_SIZES, vocab_key
+from tfm_cls.export.seq2seq import MonolithicGreedyDecoder, SplitGreedyDecoder
+from tfm_cls.export.spec import ExportSpec
 from torch import Tensor, nn
-
-from export import spec as specs
-from export.exporter import EXPORT_SIZES, vocab_key
-from export.seq2seq import MonolithicGreedyDecoder, SplitGreedyDecoder
-from export.spec import ExportSpec
 
 logger = logging.getLogger(__name__)
 
@@ -247,7 +246,7 @@ def _argmax_mismatches(ref: np.ndarray, got: np.ndarray, atol: float) -> tuple[i
 
 
 def _run_torch(model: nn.Module, spec: ExportSpec, inputs: dict[str, Tensor], device: str) -> list[np.ndarray]:
-    from export.exporter import GRAPHS
+    from tfm_cls.export.exporter import GRAPHS
 
     graph = GRAPHS[spec.task](model)
     with torch.no_grad():

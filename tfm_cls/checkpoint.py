@@ -12,11 +12,7 @@ through `torch.load(weights_only=True)`.
 
 from __future__ import annotations
 
-import contextlib
-import os
 import random
-import tempfile
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -26,36 +22,9 @@ from safetensors import SafetensorError
 from safetensors.torch import load_file, save_file
 
 from tfm_cls import distributed as D
-from tfm_cls.config import ConfigError
+from tfm_cls.errors import CheckpointError, ConfigError
+from tfm_cls.io import atomic_path
 from tfm_cls.precision import Precision
-
-
-class CheckpointError(RuntimeError):
-    """A checkpoint or weights file is missing, corrupt, truncated or does not fit the model."""
-
-
-def _umask() -> int:
-    mask = os.umask(0)
-    os.umask(mask)
-    return mask
-
-
-@contextlib.contextmanager
-def atomic_path(path: str | Path) -> Iterator[Path]:
-    """Yield a temporary path beside `path`; on success it replaces `path` in one rename."""
-    path = Path(path)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
-    os.close(fd)
-    os.chmod(tmp, 0o666 & ~_umask())  # mkstemp makes 0600; a published file gets the usual mode
-    tmp_path = Path(tmp)
-    try:
-        yield tmp_path
-        with open(tmp_path, "rb+") as f:  # make the bytes durable before the rename publishes them
-            os.fsync(f.fileno())
-        os.replace(tmp_path, path)
-    finally:
-        tmp_path.unlink(missing_ok=True)
 
 
 def save_weights(model: torch.nn.Module, path: str | Path) -> None:

@@ -1,33 +1,293 @@
-"""`tfm-cls` command line. Each job's module registers its own subcommands here."""
+"""`tfm-cls`: train, evaluate, predict, pretrain, export, verify, quantize and infer.
+
+Every subcommand imports what it needs inside its handler, so `tfm-cls --help` and `--version`
+load no torch. One error convention: bad input (a config, a file, a run directory) is one line on
+stderr, `error: ...`, saying what was wrong and what to do, and exit code 2; an internal failure
+is one line and exit code 1 (`-v` shows its traceback).
+"""
 
 from __future__ import annotations
 
 import argparse
-import importlib
+import json
 import logging
+import os
 import sys
+from collections.abc import Callable
+from pathlib import Path
 
-# module -> it defines `register_commands(subparsers)`; each subcommand sets `func(args) -> int`.
-COMMAND_MODULES = [
-    "tfm_cls.commands",  # train, eval, predict
-    "tfm_cls.pretrain",  # pretrain
-    "export.commands",  # export, verify-onnx, quantize
-]
+from tfm_cls import __version__
+from tfm_cls.errors import TfmClsError
+
+logger = logging.getLogger("tfm_cls.cli")
+
+Handler = Callable[[argparse.Namespace], int]
+
+
+class _Failed(Exception):
+    """A command failed for a reason its handler already explained (exit code attached)."""
+
+    def __init__(self, message: str, code: int) -> None:
+        super().__init__(message)
+        self.code = code
+
+
+def _quiet_datasets() -> None:
+    import datasets
+
+    datasets.disable_progress_bars()  # our own bars and log lines say what happens
+
+
+def _providers(value: str | None) -> list[str] | None:
+    return [p.strip() for p in value.split(",") if p.strip()] if value else None
+
+
+def _positive(value: str) -> int:
+    number = int(value)
+    if number < 1:
+        raise argparse.ArgumentTypeError(f"expected a positive integer, got {value}")
+    return number
+
+
+def _write_or_print(text: str, output: str | None) -> None:
+    from tfm_cls.io import write_text
+
+    if output:
+        write_text(output, text + "\n")
+    else:
+        print(text)
+
+
+# ---- training ---------------------------------------------------------------------------------------
+
+
+def cmd_train(args: argparse.Namespace) -> int:
+    from tfm_cls.config import ClassifierConfig, load_config
+    from tfm_cls.train import train
+
+    _quiet_datasets()
+    cfg = load_config(ClassifierConfig, args.config, args.overrides)
+    metrics = train(cfg, resume=args.resume, overwrite=args.overwrite)
+    summary = {split: {k: metrics[split][k] for k in ("accuracy", "macro_f1", "loss")} for split in ("validation", "test")}
+    if os.environ.get("RANK", "0") == "0":  # under torchrun every rank returns the metrics; one prints
+        print(json.dumps({"run_dir": str(cfg.resolved_run_dir()), **summary}))
+    return 0
+
+
+def cmd_pretrain(args: argparse.Namespace) -> int:
+    from tfm_cls.config import load_config
+    from tfm_cls.pretrain import PretrainConfig, pretrain
+
+    _quiet_datasets()
+    cfg = load_config(PretrainConfig, args.config, args.overrides)
+    metrics = pretrain(cfg, resume=args.resume, overwrite=args.overwrite)
+    val = metrics.get("validation") or {}
+    if val:
+        logger.info("validation MLM loss %.4f, perplexity %.1f", val["loss"], val["perplexity"])
+    return 0
+
+
+# ---- a trained run: evaluate, predict ------------------------------------------------------------------
+
+
+def cmd_eval(args: argparse.Namespace) -> int:
+    from tfm_cls.batching import tokenize_dataset
+    from tfm_cls.config import DataConfig, apply_overrides, from_dict, to_dict
+    from tfm_cls.data import load_data, load_eval_split
+    from tfm_cls.distributed import select_device
+    from tfm_cls.errors import DataError
+    from tfm_cls.metrics import report_text
+    from tfm_cls.predict import evaluate
+    from tfm_cls.runs import load_run
+
+    _quiet_datasets()
+    run = load_run(args.run)
+    data_cfg = run.config.data
+    if args.overrides:
+        data_cfg = from_dict(DataConfig, apply_overrides(to_dict(data_cfg), args.overrides, DataConfig), "data")
+    if args.data:
+        dataset, source = load_eval_split(data_cfg, args.data, args.split, run.labels), args.data
+    else:
+        data = load_data(data_cfg)
+        if data.labels != run.labels:
+            raise DataError(f"the run's data now has classes {data.labels}, the model {run.labels}")
+        dataset, source = data.splits[args.split], f"{data.source} ({args.split})"
+    split = tokenize_dataset(dataset, run.tokenizer)
+    device = select_device(args.device)
+    run.model.to(device)
+    metrics, logits = evaluate(run.model, split, run.labels, args.batch_size, device, run.model.config.get("pad_token_id") or 0)
+    logger.info("%s: %d examples\n%s", source, len(split), report_text(split.labels, logits.argmax(-1), run.labels))
+    _write_or_print(json.dumps({"run": str(args.run), "data": str(source), **metrics}, indent=2, ensure_ascii=False),
+                    args.output)
+    return 0
+
+
+def cmd_predict(args: argparse.Namespace) -> int:
+    from tfm_cls.distributed import select_device
+    from tfm_cls.io import atomic_path
+    from tfm_cls.predict import predict_proba, prediction_records, read_texts, write_jsonl
+    from tfm_cls.runs import load_run
+
+    run = load_run(args.run, device=select_device(args.device))
+    texts = read_texts(args.input, args.input_format, args.text_field)
+    probs = predict_proba(run, texts, args.batch_size)
+    records = prediction_records(probs, run.labels)
+    if args.output == "-":
+        count = write_jsonl(records, sys.stdout)
+    else:
+        with atomic_path(args.output) as tmp, open(tmp, "w", encoding="utf-8") as out:
+            count = write_jsonl(records, out)
+    logger.info("predicted %d texts -> %s", count, args.output)
+    return 0
+
+
+# ---- ONNX: export, verify, quantize, infer ------------------------------------------------------------
+
+
+def _verified(model, path: Path, providers: str | None) -> int:
+    from tfm_cls.export.verify import VerificationError, verify
+
+    try:
+        report = verify(model, path, _providers(providers))
+    except VerificationError as err:
+        raise _Failed(str(err), 1) from err
+    print(report)
+    return 0
+
+
+def cmd_export(args: argparse.Namespace) -> int:
+    from tfm_cls.export.exporter import export_run
+    from tfm_cls.runs import load_run
+
+    path = export_run(args.run, args.output, fuse=args.fuse)
+    logger.info("wrote %s (%.1f MB, one file)", path, Path(path).stat().st_size / 2**20)
+    return 0 if args.no_verify else _verified(load_run(args.run).model, Path(path), args.providers)
+
+
+def cmd_verify(args: argparse.Namespace) -> int:
+    from tfm_cls.errors import RunDirError
+    from tfm_cls.runs import load_run
+
+    path = Path(args.model) if args.model else Path(args.run) / "model.onnx"
+    if not path.is_file():
+        raise RunDirError(f"{path} not found; export it first: tfm-cls export --run {args.run}")
+    return _verified(load_run(args.run).model, path, args.providers)
+
+
+def cmd_quantize(args: argparse.Namespace) -> int:
+    from tfm_cls.export.quantize import quantize_and_evaluate
+
+    fp32 = Path(args.model) if args.model else Path(args.run) / "model.onnx"
+    int8 = Path(args.output) if args.output else fp32.with_name(fp32.stem + ".int8.onnx")
+    report = quantize_and_evaluate(
+        fp32, args.data, int8, threshold=args.threshold, per_channel=args.per_channel,
+        batch_size=args.batch_size, limit=args.limit,
+    )
+    print(report)
+    if not report.accepted:
+        raise _Failed(f"int8 model rejected: accuracy fell by more than {args.threshold} points", 1)
+    return 0
+
+
+def cmd_infer(args: argparse.Namespace) -> int:
+    from tfm_cls.export import infer
+
+    return infer.main(args.infer_args)
+
+
+# ---- the parser ---------------------------------------------------------------------------------------
+
+
+def _config_arguments(p: argparse.ArgumentParser, kind: str, example: str, default: str | None) -> None:
+    p.add_argument(
+        "--config", default=default,
+        help=f"a YAML file, or a preset name ({kind}: e.g. {example}); several comma-separated are merged in "
+             "order, later ones win" + (f" (default: {default})" if default else " (default: the built-in defaults)"),
+    )
+    p.add_argument("overrides", nargs="*", metavar="KEY=VALUE", help="dotted config overrides, e.g. train.lr=3e-4")
+    p.add_argument("--resume", action="store_true", help="continue the run in run_dir from its last checkpoint")
+    p.add_argument("--overwrite", action="store_true", help="replace a different or finished run in run_dir")
 
 
 def build_parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(prog="tfm-cls", description=__doc__)
-    parser.add_argument("-v", "--verbose", action="store_true", help="debug logging")
-    subparsers = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
-    for name in COMMAND_MODULES:
-        try:
-            module = importlib.import_module(name)
-        except ModuleNotFoundError as err:
-            if err.name == name:  # that job is not built into this install
-                continue
-            raise
-        module.register_commands(subparsers)
+    parser = argparse.ArgumentParser(prog="tfm-cls", description=__doc__.split("\n\n")[0])
+    parser.add_argument("--version", action="version", version=f"tfm-cls {__version__}")
+    parser.add_argument("-v", "--verbose", action="store_true", help="debug logging, and tracebacks of failures")
+    sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
+
+    p = sub.add_parser("train", help="train a text classifier from a config (+ KEY=VALUE overrides)",
+                       description="Train, evaluate and write a run directory.")
+    _config_arguments(p, "configs/cls", "bbc, trec, sst2-minilm", "bbc")
+    p.set_defaults(func=cmd_train)
+
+    p = sub.add_parser("pretrain", help="masked-language-model pretraining of the encoder on in-domain text",
+                       description="MLM pretraining; fine-tune afterwards with `tfm-cls train ... model.init_from=RUN_DIR`.")
+    _config_arguments(p, "configs/pretrain", "trec, sst2", None)
+    p.set_defaults(func=cmd_pretrain)
+
+    p = sub.add_parser("eval", help="evaluate a trained run on labelled data")
+    p.add_argument("--run", required=True, help="run directory")
+    p.add_argument("--data", nargs="?", default=None, help="data file or folder (default: the run's own data, --split of it)")
+    p.add_argument("--split", default="test", help="split to evaluate (file stem in a folder; default: test)")
+    p.add_argument("overrides", nargs="*", metavar="KEY=VALUE",
+                   help="data config overrides, e.g. label_column=topic text_columns=[title,body]")
+    p.add_argument("--output", help="write the metrics JSON here (default: stdout)")
+    p.add_argument("--batch-size", type=_positive, default=128)
+    p.add_argument("--device", default="cpu", help="auto, cpu, cuda or cuda:N (default: cpu)")
+    p.set_defaults(func=cmd_eval)
+
+    p = sub.add_parser("predict", help="predict labels with the PyTorch model; writes JSONL")
+    p.add_argument("--run", required=True, help="run directory")
+    p.add_argument("--input", default="-", help="txt (one text per line), .jsonl or .csv; - = stdin")
+    p.add_argument("--output", default="-", help="JSONL output: label, score, probabilities; - = stdout")
+    p.add_argument("--input-format", "--format", dest="input_format", choices=("auto", "txt", "jsonl", "csv"),
+                   default="auto", help="input format (auto: by file extension; stdin: txt)")
+    p.add_argument("--text-field", "--column", dest="text_field", default="text",
+                   help="the text's key (jsonl) or column (csv) (default: text)")
+    p.add_argument("--batch-size", type=_positive, default=64)
+    p.add_argument("--device", default="cpu", help="auto, cpu, cuda or cuda:N (default: cpu)")
+    p.set_defaults(func=cmd_predict)
+
+    p = sub.add_parser("export", help="export a trained run's classifier to RUN/model.onnx and verify it")
+    p.add_argument("--run", required=True, help="run directory written by `tfm-cls train`")
+    p.add_argument("--output", help="output file (default RUN/model.onnx)")
+    p.add_argument("--fuse", action="store_true", help="pre-fuse attention/GELU/LayerNorm into onnxruntime contrib ops")
+    p.add_argument("--no-verify", action="store_true", help="skip verification against the PyTorch model")
+    p.add_argument("--providers", help="comma-separated providers to verify on (default: CPU, plus CUDA if present)")
+    p.set_defaults(func=cmd_export)
+
+    p = sub.add_parser("verify-onnx", help="check RUN/model.onnx against the run's PyTorch model")
+    p.add_argument("--run", required=True, help="run directory")
+    p.add_argument("--model", help="ONNX file (default RUN/model.onnx)")
+    p.add_argument("--providers", help="comma-separated providers (default: CPU, plus CUDA if present)")
+    p.set_defaults(func=cmd_verify)
+
+    p = sub.add_parser("quantize", help="int8-quantize RUN/model.onnx; refuse if accuracy drops too much")
+    p.add_argument("--run", required=True, help="run directory holding model.onnx")
+    p.add_argument("--data", required=True, help="labelled .jsonl/.csv file (text, label) to evaluate on")
+    p.add_argument("--model", help="fp32 ONNX file (default RUN/model.onnx)")
+    p.add_argument("--output", help="int8 file (default RUN/model.int8.onnx)")
+    p.add_argument("--threshold", type=float, default=0.5, help="largest accepted accuracy drop, in points")
+    p.add_argument("--per-channel", action="store_true", help="per-channel weight scales")
+    p.add_argument("--batch-size", type=_positive, default=64)
+    p.add_argument("--limit", type=_positive, help="evaluate on the first N examples only")
+    p.set_defaults(func=cmd_quantize)
+
+    p = sub.add_parser(
+        "infer", help="torch-free ONNX inference (the code of export/infer.py; its flags: tfm-cls infer --help)",
+        add_help=False, prefix_chars="\0",  # every argument goes to the inference script's own parser
+    )
+    p.add_argument("infer_args", nargs=argparse.REMAINDER)
+    p.set_defaults(func=cmd_infer)
     return parser
+
+
+def _internal_errors() -> tuple[type[BaseException], ...]:
+    """Exception types that mean bad input although they are not TfmClsError: the standalone
+    inference script's own error (it imports nothing of tfm_cls), and a missing file."""
+    from tfm_cls.export.infer import InferenceError
+
+    return (InferenceError, FileNotFoundError, IsADirectoryError, NotADirectoryError)
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -38,7 +298,25 @@ def main(argv: list[str] | None = None) -> int:
         format="%(asctime)s %(levelname)s %(name)s: %(message)s",
         datefmt="%H:%M:%S",
     )
-    return int(args.func(args) or 0)
+    try:
+        return int(args.func(args) or 0)
+    except _Failed as err:
+        print(f"error: {err}", file=sys.stderr)
+        return err.code
+    except TfmClsError as err:
+        print(f"error: {err}", file=sys.stderr)
+        return 2
+    except KeyboardInterrupt:
+        print("error: interrupted", file=sys.stderr)
+        return 130
+    except Exception as err:
+        if isinstance(err, _internal_errors()):
+            print(f"error: {err}", file=sys.stderr)
+            return 2
+        if args.verbose:
+            raise
+        print(f"error: internal failure: {type(err).__name__}: {err} (rerun with -v for the traceback)", file=sys.stderr)
+        return 1
 
 
 if __name__ == "__main__":

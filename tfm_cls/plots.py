@@ -1,7 +1,9 @@
-"""PNG figures for a run: the test confusion matrix and the training curves (matplotlib, Agg)."""
+"""PNG figures for a run: the test confusion matrix, the training curves, the MLM pretraining
+curves (matplotlib's object API, no display needed)."""
 
 from __future__ import annotations
 
+import math
 from pathlib import Path
 from typing import Any
 
@@ -9,7 +11,7 @@ import numpy as np
 from matplotlib.figure import Figure
 from sklearn.metrics import ConfusionMatrixDisplay
 
-from tfm_cls.checkpoint import atomic_path
+from tfm_cls.io import atomic_path
 
 # Figures are built with the object API (Figure, not pyplot): no global backend, no display needed.
 
@@ -47,6 +49,27 @@ def plot_training_curves(history: dict[str, list[dict[str, Any]]], path: str | P
     ax_score.set(title=f"validation (best by {best_metric})", xlabel="step")
     ax_lr.set(title="learning rate", xlabel="step")
     for ax in (ax_loss, ax_score):
+        if ax.lines:
+            ax.legend()
+    _save(fig, path)
+
+
+def plot_pretraining_curves(history: dict[str, list[dict[str, Any]]], path: Path) -> None:
+    """Loss, perplexity (exp of the loss) and learning rate against the optimizer step."""
+    train, evals = history.get("train", []), history.get("eval", [])
+    fig = Figure(figsize=(14, 4))
+    ax_loss, ax_ppl, ax_lr = fig.subplots(1, 3)
+    for rows, style, label in ((train, "-", "train"), (evals, "o-", "validation")):
+        if rows:
+            steps = [r["step"] for r in rows]
+            ax_loss.plot(steps, [r["loss"] for r in rows], style, label=label, alpha=0.85)
+            ax_ppl.plot(steps, [math.exp(min(r["loss"], 50.0)) for r in rows], style, label=label, alpha=0.85)
+    if train:
+        ax_lr.plot([r["step"] for r in train], [r["lr"] for r in train])
+    ax_loss.set(title="MLM loss (masked tokens)", xlabel="step")
+    ax_ppl.set(title="MLM perplexity", xlabel="step", yscale="log")
+    ax_lr.set(title="learning rate", xlabel="step")
+    for ax in (ax_loss, ax_ppl):
         if ax.lines:
             ax.legend()
     _save(fig, path)

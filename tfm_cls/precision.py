@@ -20,7 +20,7 @@ from typing import Any
 import torch
 from torch import nn
 
-from tfm_cls.config import ConfigError
+from tfm_cls.errors import ConfigError
 
 PRECISIONS = ("auto", "fp32", "bf16", "fp16")
 _DTYPES = {"fp32": None, "bf16": torch.bfloat16, "fp16": torch.float16}

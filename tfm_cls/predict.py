@@ -1,26 +1,88 @@
-"""Batch prediction with a trained run: read texts (txt / jsonl / csv / stdin), write JSONL."""
+"""A trained classifier's predictions: logits and metrics over a tokenized split (the training
+engine's evaluation, DDP-aware), and batch prediction of texts read from txt / jsonl / csv / stdin."""
 
 from __future__ import annotations
 
+import contextlib
 import csv
 import io
 import json
 import sys
+import time
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any, TextIO
 
 import numpy as np
 import torch
+import torch.nn.functional as F
 from tokenizers import Tokenizer
 
-from tfm_cls.artifacts import LoadedRun
+from tfm_cls import distributed as D
+from tfm_cls.batching import LengthBucketSampler, TokenizedSplit, batch_loader
+from tfm_cls.errors import InputError
+from tfm_cls.metrics import classification_metrics
+from tfm_cls.precision import Precision
+from tfm_cls.runs import LoadedRun
+from tfm_cls.tokenizer import PAD_ID
 
 FORMATS = ("auto", "txt", "jsonl", "csv")
 
 
-class InputError(ValueError):
-    """The input file cannot be read as texts; the message names the file and what was expected."""
+# ---- a tokenized split: logits and metrics ------------------------------------------------------------------------------------
+
+
+@torch.no_grad()
+def predict_logits(
+    model: torch.nn.Module, split: TokenizedSplit, batch_size: int, device: torch.device, pad_id: int = PAD_ID,
+    *, env: D.DistEnv | None = None, amp: Precision | None = None,
+) -> np.ndarray:
+    """Logits [N, C] in the split's order (batches sorted by length for speed). Under DDP each
+    rank predicts its shard and the rows are gathered: every rank gets all N rows, each once."""
+    env = env or D.DistEnv(device=device)
+    was_training = model.training
+    model.eval()
+    sampler = LengthBucketSampler(split.lengths, batch_size, shuffle=False, rank=env.rank, world_size=env.world_size)
+    shard = [indices for indices in sampler.epoch_batches(0) if indices]
+    rows, parts = [], []
+    for indices, batch in zip(shard, batch_loader(split, shard, pad_id, device)):
+        with amp.autocast() if amp else contextlib.nullcontext():
+            logits = model(batch["input_ids"].to(device, non_blocking=True),
+                           batch["attention_mask"].to(device, non_blocking=True))  # [B, C]
+        rows.extend(indices)
+        parts.append(logits.float().cpu().numpy())
+    num_classes = model.config["num_classes"]
+    local = np.concatenate(parts) if parts else np.zeros((0, num_classes), dtype=np.float32)  # [n_rank, C]
+    indices = D.all_gather_rows(np.asarray(rows, dtype=np.int64), env)  # [N]
+    gathered = D.all_gather_rows(local, env)  # [N, C]
+    counts = np.bincount(indices, minlength=len(split))
+    if len(counts) != len(split) or not (counts == 1).all():
+        raise RuntimeError(
+            f"evaluation covered {int((counts > 0).sum())} of {len(split)} examples with {len(indices)} predictions: "
+            "each example must be predicted exactly once"
+        )
+    out = np.empty((len(split), num_classes), dtype=np.float32)
+    out[indices] = gathered
+    model.train(was_training)
+    return out
+
+
+def evaluate(
+    model: torch.nn.Module, split: TokenizedSplit, labels: list[str], batch_size: int, device: torch.device,
+    pad_id: int = PAD_ID, *, env: D.DistEnv | None = None, amp: Precision | None = None,
+) -> tuple[dict[str, Any], np.ndarray]:
+    """Metrics (loss, accuracy, macro_f1, per_class, examples, seconds, texts_per_second) and the
+    logits, over the whole split (gathered from every rank under DDP)."""
+    start = time.perf_counter()
+    logits = predict_logits(model, split, batch_size, device, pad_id, env=env, amp=amp)
+    seconds = time.perf_counter() - start
+    loss = F.cross_entropy(torch.from_numpy(logits), torch.from_numpy(split.labels)).item()
+    metrics = {"loss": loss, **classification_metrics(split.labels, logits.argmax(-1), labels)}
+    metrics.update(examples=len(logits), seconds=seconds, texts_per_second=len(logits) / max(seconds, 1e-9))
+    return metrics, logits
+
+
+# ---- texts from a file: probabilities -----------------------------------------------------------------
 
 
 def _format_of(path: str, fmt: str) -> str:

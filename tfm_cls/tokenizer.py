@@ -16,6 +16,7 @@ from pathlib import Path
 from tokenizers import Tokenizer, decoders, models, normalizers, pre_tokenizers, processors, trainers
 
 from tfm_cls.config import TokenizerConfig
+from tfm_cls.io import atomic_path
 
 logger = logging.getLogger(__name__)
 
@@ -120,8 +121,6 @@ def train_tokenizer(texts: Iterable[str], cfg: TokenizerConfig) -> Tokenizer:
 
 def save_tokenizer(tokenizer: Tokenizer, path: str | Path) -> None:
     """Write tokenizer.json atomically, like every file of a run directory."""
-    from tfm_cls.checkpoint import atomic_path  # here: this module stays importable without torch
-
     with atomic_path(path) as tmp:
         tokenizer.save(str(tmp))
 
@@ -147,3 +146,14 @@ def max_length_of(tokenizer: Tokenizer) -> int:
     if tokenizer.truncation is None:
         raise ValueError("tokenizer has no truncation length")
     return int(tokenizer.truncation["max_length"])
+
+
+def configure_truncation(tokenizer: Tokenizer, max_length: int) -> Tokenizer:
+    """A pretrained tokenizer keeps its own template; we only set truncation (and padding)."""
+    if tokenizer.post_processor is None:
+        return configure(tokenizer, max_length)
+    tokenizer.enable_truncation(max_length=max_length)
+    if tokenizer.padding is None:  # keep a checkpoint's own padding (RoBERTa pads with <pad> = 1)
+        pad_id = tokenizer.token_to_id("[PAD]")
+        tokenizer.enable_padding(pad_id=pad_id if pad_id is not None else PAD_ID, pad_token="[PAD]")
+    return tokenizer

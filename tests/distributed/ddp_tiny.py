@@ -182,7 +182,6 @@ def helpers_worker(rank: int, world: int, port: int, second_port: int, out_dir: 
         with D.no_sync(ddp, skip=False):
             ddp(x).sum().backward()
         seen["grad_synced"] = model.weight.grad.tolist()
-        seen["unwrapped_is_model"] = D.unwrap(ddp) is model
         ddp = None  # release DDP's reducer before the group goes
     seen["group_destroyed"] = not torch.distributed.is_initialized()
     (Path(out_dir) / f"rank{rank}.json").write_text(json.dumps(seen))

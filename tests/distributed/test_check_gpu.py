@@ -72,8 +72,9 @@ def test_dry_run_pieces_train_export_and_time_on_cpu(data_root, tmp_path):
     trained = check_gpu.run_training(plan, data_root / "tiny", tmp_path / "run", None)
     assert trained["steps"] == 4 and trained["test_examples"] == 29
 
-    from export.exporter import export_run
-    from tfm_cls.artifacts import load_run
+    from tfm_cls.export.exporter import export_run
+
+    from tfm_cls.runs import load_run
 
     run = load_run(tmp_path / "run")
     assert json.loads((tmp_path / "run" / "metrics.json").read_text())["precision"] == "bf16"

@@ -7,12 +7,13 @@ import pytest
 import torch
 from ddp_tiny import SIZES, config_file, torchrun_killed_after_checkpoint, torchrun_train, write_data
 
-from tfm_cls import artifacts as A
-from tfm_cls.artifacts import load_run
+from tfm_cls import runs as R
+from tfm_cls.batching import tokenize_dataset
 from tfm_cls.checkpoint import load_checkpoint
 from tfm_cls.config import ClassifierConfig, load_config
-from tfm_cls.data import tokenize_dataset
-from tfm_cls.train import evaluate, train
+from tfm_cls.predict import evaluate
+from tfm_cls.runs import load_run
+from tfm_cls.train import train
 
 
 @pytest.fixture(scope="module")
@@ -26,7 +27,7 @@ def ddp_run(tmp_path_factory):
 
 
 def _final_weights(run_dir):
-    return load_checkpoint(run_dir / A.LAST_CHECKPOINT)
+    return load_checkpoint(run_dir / R.LAST_CHECKPOINT)
 
 
 def _max_difference(a: dict, b: dict) -> float:
@@ -63,7 +64,7 @@ def test_two_processes_with_half_batches_reach_the_parameters_of_one_process(ddp
 
 def test_metrics_count_every_evaluation_example_exactly_once(ddp_run):
     run_dir = ddp_run["run_dir"]
-    metrics = json.loads((run_dir / A.METRICS_FILE).read_text())
+    metrics = json.loads((run_dir / R.METRICS_FILE).read_text())
     assert metrics["world_size"] == 2 and metrics["device"] == "cpu"
     for split in ("validation", "test"):
         assert metrics[split]["examples"] == SIZES[split]
@@ -85,7 +86,7 @@ def test_metrics_count_every_evaluation_example_exactly_once(ddp_run):
 def test_only_rank_zero_writes_prints_and_logs_and_the_group_shuts_down_cleanly(ddp_run):
     out_lines = [line for line in ddp_run["stdout"].splitlines() if line.startswith("{")]
     assert len(out_lines) == 1 and json.loads(out_lines[0])["run_dir"] == str(ddp_run["run_dir"])
-    log = (ddp_run["run_dir"] / A.LOG_FILE).read_text()
+    log = (ddp_run["run_dir"] / R.LOG_FILE).read_text()
     assert log.count("training stopped") == 1
     assert ddp_run["stderr"].count("training stopped") == 1  # rank 1 logs warnings only
     assert "terminate called" not in ddp_run["stderr"]
@@ -104,15 +105,15 @@ def test_a_killed_two_process_run_resumes_to_the_uninterrupted_result(tmp_path):
     extra = ("model.dropout=0.1", "train.checkpoint_every=5", "train.epochs=30")
     killed, reference = tmp_path / "killed", tmp_path / "reference"
     killed_cfg = ["--config", str(config_file(tmp_path / "killed.yaml", data, killed, 4, *extra))]
-    torchrun_killed_after_checkpoint(2, killed_cfg, killed / A.LAST_CHECKPOINT)
-    state = load_checkpoint(killed / A.LAST_CHECKPOINT)
-    assert 0 < state["step"] < 180 and not (killed / A.METRICS_FILE).exists()
+    torchrun_killed_after_checkpoint(2, killed_cfg, killed / R.LAST_CHECKPOINT)
+    state = load_checkpoint(killed / R.LAST_CHECKPOINT)
+    assert 0 < state["step"] < 180 and not (killed / R.METRICS_FILE).exists()
     torchrun_train(2, [*killed_cfg, "--resume"])
     torchrun_train(2, ["--config", str(config_file(tmp_path / "reference.yaml", data, reference, 4, *extra))])
     a, b = _final_weights(killed), _final_weights(reference)
     assert a["step"] == b["step"] == 180
     for key in b["model"]:
         assert torch.equal(a["model"][key], b["model"][key]), key
-    ma, mb = (json.loads((d / A.METRICS_FILE).read_text()) for d in (killed, reference))
+    ma, mb = (json.loads((d / R.METRICS_FILE).read_text()) for d in (killed, reference))
     assert ma["test"]["per_class"] == mb["test"]["per_class"]
     assert np.isclose(ma["test"]["loss"], mb["test"]["loss"], atol=0, rtol=0)

@@ -7,7 +7,7 @@ import pytest
 import torch
 from ddp_tiny import config_file, write_data
 
-from tfm_cls import artifacts as A
+from tfm_cls import runs as R
 from tfm_cls.checkpoint import load_checkpoint
 from tfm_cls.config import ClassifierConfig, ConfigError, load_config
 from tfm_cls.precision import Precision, autocast_dtype
@@ -72,7 +72,7 @@ def test_training_in_fp16_with_loader_workers(tmp_path):
     metrics = train(cfg)
     assert metrics["precision"] == "fp16" and metrics["steps"] == 12
     assert metrics["validation"]["accuracy"] > 0.5  # it learned (3 classes, chance 1/3)
-    scaler = load_checkpoint(run_dir / A.LAST_CHECKPOINT)["scaler"]
+    scaler = load_checkpoint(run_dir / R.LAST_CHECKPOINT)["scaler"]
     assert scaler["scale"] > 0 and "_growth_tracker" in scaler
-    history = json.loads((run_dir / A.HISTORY_FILE).read_text())
+    history = json.loads((run_dir / R.HISTORY_FILE).read_text())
     assert all(torch.isfinite(torch.tensor(r["loss"])) for r in history["train"])

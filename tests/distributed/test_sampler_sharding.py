@@ -3,7 +3,7 @@
 import numpy as np
 import pytest
 
-from tfm_cls.data import LengthBucketSampler
+from tfm_cls.batching import LengthBucketSampler
 
 
 def _shards(lengths, batch_size, world, **kw):

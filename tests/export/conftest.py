@@ -6,8 +6,8 @@ from __future__ import annotations
 import pytest
 import torch
 from export_testkit import LABELS, MAX_LENGTH, TEXTS, tiny_classifier
+from tfm_cls.export.exporter import export_classifier, export_seq2seq
 
-from export.exporter import export_classifier, export_seq2seq
 from tfm_cls.config import TokenizerConfig
 from tfm_cls.model import Seq2SeqTransformer
 from tfm_cls.tokenizer import train_tokenizer

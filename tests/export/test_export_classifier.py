@@ -12,13 +12,13 @@ import pytest
 import torch
 from export_testkit import LABELS, MAX_LENGTH, tiny_classifier
 from onnx import numpy_helper
+from tfm_cls.export import infer, spec
+from tfm_cls.export.exporter import export_classifier
+from tfm_cls.export.verify import VerificationError, verify
 from tokenizers import Tokenizer
 from torch import nn
 
 import tfm_cls
-from export import infer, spec
-from export.exporter import export_classifier
-from export.verify import VerificationError, verify
 from tfm_cls.model import TransformerClassifier
 
 
@@ -56,8 +56,8 @@ def test_verify_passes_and_reports_every_stage(classifier, classifier_onnx):
 
 
 def test_cases_differ_from_export_shapes_and_cover_edges(classifier, classifier_onnx):
-    from export.exporter import EXPORT_SIZES
-    from export.verify import default_cases
+    from tfm_cls.export.exporter import EXPORT_SIZES
+    from tfm_cls.export.verify import default_cases
 
     cases = default_cases(spec.CLASSIFIER, EXPORT_SIZES, max_len=48)
     assert not any(c.batch == EXPORT_SIZES["batch"] and c.sizes["sequence"] == EXPORT_SIZES["sequence"] for c in cases)

@@ -15,8 +15,7 @@ import pytest
 import torch
 from export_testkit import LABELS, MAX_LENGTH, TEXTS
 from onnx import TensorProto, helper
-
-from export import infer
+from tfm_cls.export import infer
 
 INFER = Path(infer.__file__)
 
@@ -200,7 +199,7 @@ def test_infer_script_never_imports_torch(classifier_onnx, tmp_path):
 
 def test_quantize_code_path_is_torch_free_too(tmp_path):
     env = _guarded_env(tmp_path)
-    code = "import export.quantize, export.infer, export.seq2seq, export.spec, export"
+    code = "import tfm_cls.export.quantize, export.infer, export.seq2seq, export.spec, export"
     proc = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True, timeout=120)
     assert proc.returncode == 0, proc.stderr
     assert not (tmp_path / "torch_imports.log").exists()

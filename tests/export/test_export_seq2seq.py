@@ -6,10 +6,9 @@ import numpy as np
 import onnx
 import pytest
 import torch
-
-from export import spec
-from export.seq2seq import MonolithicGreedyDecoder, SplitGreedyDecoder
-from export.verify import verify
+from tfm_cls.export import spec
+from tfm_cls.export.seq2seq import MonolithicGreedyDecoder, SplitGreedyDecoder
+from tfm_cls.export.verify import verify
 
 
 def test_three_files_each_self_contained(seq2seq_onnx):
@@ -81,7 +80,7 @@ def test_decoder_metadata_names_its_encoder(seq2seq_onnx):
 
 @pytest.mark.slow
 def test_fused_seq2seq_graphs_verify(seq2seq, tmp_path):
-    from export.exporter import export_seq2seq
+    from tfm_cls.export.exporter import export_seq2seq
 
     paths = export_seq2seq(seq2seq, tmp_path, bos_id=1, eos_id=2, fuse=True)
     for path in paths.values():

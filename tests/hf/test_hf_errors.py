@@ -10,7 +10,7 @@ import pytest
 from safetensors.torch import load_file, save_file
 
 from tfm_cls.config import ModelConfig
-from tfm_cls.hf_import import HFImportError, classifier_from_hf, package_model_dir, resolve_source
+from tfm_cls.pretrained.hf import HFImportError, classifier_from_hf, package_model_dir, resolve_source
 
 
 def load(source: str) -> None:

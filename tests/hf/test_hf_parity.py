@@ -11,8 +11,8 @@ from hf_tiny import read_config, reference_model, save_tiny
 from tokenizers import Tokenizer
 
 from tfm_cls.config import ModelConfig
-from tfm_cls.hf_import import classifier_from_hf, resolve_source
 from tfm_cls.model import pool
+from tfm_cls.pretrained.hf import classifier_from_hf, resolve_source
 
 TEXTS = ["The movie was great!", "bad", "What plot? Not good, actors were terrible.", "who"]
 

@@ -5,7 +5,7 @@ import pytest
 import torch
 from tokenizers import Tokenizer, models, normalizers, pre_tokenizers, trainers
 
-from tfm_cls.mlm import (
+from tfm_cls.pretrain.masking import (
     IGNORE_INDEX,
     Document,
     MLMCollator,

@@ -17,13 +17,10 @@ from tokenizers import Tokenizer
 from tfm_cls.checkpoint import load_checkpoint
 from tfm_cls.config import ConfigError, ModelConfig, TokenizerConfig, load_config
 from tfm_cls.model import TransformerClassifier
-from tfm_cls.pretrain import (
-    ENCODER_FILE,
-    MaskedLanguageModel,
-    PretrainConfig,
-    classifier_from_pretraining_run,
-    pretrain,
-)
+from tfm_cls.pretrain import PretrainConfig, pretrain
+from tfm_cls.pretrain.model import MaskedLanguageModel
+from tfm_cls.pretrained.pretraining_run import classifier_from_pretraining_run
+from tfm_cls.runs import ENCODER_FILE
 from tfm_cls.tokenizer import train_tokenizer
 
 ARCH = dict(vocab_size=50, d_model=16, nhead=4, num_layers=2, dim_feedforward=32, dropout=0.0, max_len=32)
@@ -197,7 +194,7 @@ def test_ddp_two_processes_match_one_process_with_twice_the_batch(tiny_data, tmp
 
 
 def test_extra_text_overlapping_test_or_validation_is_dropped_from_the_corpus(tiny_data, tmp_path):
-    from tfm_cls.pretrain import build_corpus
+    from tfm_cls.pretrain.corpus import build_corpus
 
     test_line = json.loads((tiny_data / "test.jsonl").read_text().splitlines()[0])["text"]
     val_line = json.loads((tiny_data / "validation.jsonl").read_text().splitlines()[0])["text"]
@@ -218,7 +215,7 @@ def test_extra_text_overlapping_test_or_validation_is_dropped_from_the_corpus(ti
 def test_train_cls_starts_from_a_pretraining_run(tiny_pretrained, tiny_data, tmp_path):
     """model.init_from=<pretraining run> through the classification trainer: its tokenizer, its encoder."""
     from tfm_cls.config import ClassifierConfig
-    from tfm_cls.init_from import load_pretrained
+    from tfm_cls.pretrained import load_pretrained
     from tfm_cls.train import train
 
     run_dir, _ = tiny_pretrained
@@ -240,8 +237,8 @@ def test_train_cls_starts_from_a_pretraining_run(tiny_pretrained, tiny_data, tmp
 
 
 def test_run_directory_refuses_another_run_and_a_resume_without_checkpoint(tiny_pretrained, tiny_data, tmp_path):
-    from tfm_cls.artifacts import RunDirError
-    from tfm_cls.pretrain import prepare_run_dir
+    from tfm_cls.pretrain.task import prepare_run_dir
+    from tfm_cls.runs import RunDirError
 
     run_dir, _ = tiny_pretrained
     before = sorted(p.name for p in run_dir.iterdir())

@@ -4,7 +4,7 @@ import json
 
 import pytest
 
-from tfm_cls.pretrain_data import (
+from tfm_cls.pretrain.corpus import (
     CorpusError,
     assemble_corpus,
     find_overlap,

@@ -9,8 +9,10 @@ import numpy as np
 import pytest
 from train_tiny import CLASSES, make_texts, write_jsonl
 
+from tfm_cls.batching import LengthBucketSampler, TokenizedSplit, collate
 from tfm_cls.config import DataConfig
-from tfm_cls.data import DataError, LengthBucketSampler, TokenizedSplit, bbc_corpus_folder, collate, load_data
+from tfm_cls.data import bbc_corpus_folder, load_data
+from tfm_cls.errors import DataError
 
 
 def test_local_folder_with_labels_json(tiny_data):

@@ -5,10 +5,11 @@ import json
 import pytest
 from train_tiny import make_texts, tiny_config
 
-from tfm_cls import artifacts as A
+from tfm_cls import runs as R
 from tfm_cls.config import TokenizerConfig
-from tfm_cls.init_from import InitFromError, init_kind
+from tfm_cls.errors import InitFromError
 from tfm_cls.model import TransformerClassifier
+from tfm_cls.pretrained import init_kind
 from tfm_cls.tokenizer import train_tokenizer
 from tfm_cls.train import train
 
@@ -31,7 +32,7 @@ def test_init_kind(tmp_path):
 
 
 def test_training_from_a_pretraining_run_uses_its_model_and_tokenizer(tiny_data, tmp_path, monkeypatch):
-    import tfm_cls.pretrain as pretrain
+    import tfm_cls.pretrained as pretrained
 
     source = tmp_path / "pretrain-run"
     source.mkdir()
@@ -47,11 +48,11 @@ def test_training_from_a_pretraining_run_uses_its_model_and_tokenizer(tiny_data,
                                       nhead=2, num_layers=1, dim_feedforward=32, max_len=32)
         return model, other
 
-    monkeypatch.setattr(pretrain, "classifier_from_pretraining_run", fake)
+    monkeypatch.setattr(pretrained, "classifier_from_pretraining_run", fake)
     run_dir = tmp_path / "run"
     train(tiny_config(tiny_data, run_dir, f"model.init_from={source}", "train.epochs=1"))
     assert calls == [(str(source), "mean", 3)]
-    saved = json.loads((run_dir / A.TOKENIZER_FILE).read_text())
+    saved = json.loads((run_dir / R.TOKENIZER_FILE).read_text())
     assert saved["model"]["vocab"] == json.loads(other.to_str())["model"]["vocab"]  # not retrained
     assert saved["truncation"]["max_length"] == 16  # tokenizer.max_length of the run
-    assert A.load_run(run_dir).model.config["vocab_size"] == other.get_vocab_size()
+    assert R.load_run(run_dir).model.config["vocab_size"] == other.get_vocab_size()

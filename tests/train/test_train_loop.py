@@ -8,13 +8,14 @@ import pytest
 import torch
 from train_tiny import CLASSES, make_texts, tiny_config, write_jsonl
 
-from tfm_cls import artifacts as A
-from tfm_cls.artifacts import load_run
+from tfm_cls import runs as R
 from tfm_cls.checkpoint import CheckpointError
 from tfm_cls.config import ConfigError, TrainConfig
 from tfm_cls.model import TransformerClassifier
+from tfm_cls.optim import get_lr, param_groups, set_body_trainable
 from tfm_cls.predict import predict_proba
-from tfm_cls.train import get_lr, param_groups, prepare_run_dir, set_body_trainable, train
+from tfm_cls.runs import load_run
+from tfm_cls.train import prepare_run_dir, train
 
 
 def test_get_lr_warmup_then_cosine_and_linear():
@@ -66,17 +67,17 @@ def test_head_only_phase_leaves_the_body_untouched():
 def test_tiny_run_writes_a_complete_run_dir_and_learns(tiny_data, tmp_path):
     run_dir = tmp_path / "run"
     metrics = train(tiny_config(tiny_data, run_dir))
-    for name in (A.CONFIG_FILE, A.MODEL_CONFIG_FILE, A.TOKENIZER_FILE, A.LABELS_FILE, A.WEIGHTS_FILE,
-                 A.METRICS_FILE, A.REPORT_FILE, A.CONFUSION_FILE, A.CURVES_FILE, A.LAST_CHECKPOINT, A.LOG_FILE,
-                 A.HISTORY_FILE):
+    for name in (R.CONFIG_FILE, R.MODEL_CONFIG_FILE, R.TOKENIZER_FILE, R.LABELS_FILE, R.WEIGHTS_FILE,
+                 R.METRICS_FILE, R.REPORT_FILE, R.CONFUSION_FILE, R.CURVES_FILE, R.LAST_CHECKPOINT, R.LOG_FILE,
+                 R.HISTORY_FILE):
         assert (run_dir / name).is_file(), name
-    assert (run_dir / A.CONFUSION_FILE).read_bytes()[:4] == b"\x89PNG"
-    saved = json.loads((run_dir / A.METRICS_FILE).read_text())
+    assert (run_dir / R.CONFUSION_FILE).read_bytes()[:4] == b"\x89PNG"
+    saved = json.loads((run_dir / R.METRICS_FILE).read_text())
     assert saved["test"]["accuracy"] == metrics["test"]["accuracy"]
     assert metrics["test"]["accuracy"] >= 0.8  # topic words make this easy; chance is 1/3
     assert set(metrics["test"]["per_class"]) == set(CLASSES)
     assert metrics["train_tokens_per_second"] > 0 and metrics["train_seconds"] > 0
-    assert "step" in (run_dir / A.LOG_FILE).read_text()
+    assert "step" in (run_dir / R.LOG_FILE).read_text()
     # load_run gives the best model back: its predictions reproduce the stored test accuracy.
     run = load_run(run_dir)
     assert run.labels == CLASSES and not run.model.training
@@ -90,23 +91,23 @@ def test_tiny_run_writes_a_complete_run_dir_and_learns(tiny_data, tmp_path):
 def test_refuses_a_run_dir_holding_a_different_run(tiny_data, tmp_path):
     run_dir = tmp_path / "run"
     train(tiny_config(tiny_data, run_dir, "train.epochs=1"))
-    with pytest.raises(A.RunDirError, match=r"different run \(train.lr: 0.01 -> 0.02\).*--overwrite"):
+    with pytest.raises(R.RunDirError, match=r"different run \(train.lr: 0.01 -> 0.02\).*--overwrite"):
         train(tiny_config(tiny_data, run_dir, "train.epochs=1", "train.lr=0.02"))
     metrics = train(tiny_config(tiny_data, run_dir, "train.epochs=1", "train.lr=0.02"), overwrite=True)
-    assert A.load_run(run_dir).config.train.lr == 0.02 and metrics["steps"] == 8
+    assert R.load_run(run_dir).config.train.lr == 0.02 and metrics["steps"] == 8
     (tmp_path / "other").mkdir()
     (tmp_path / "other" / "notes.txt").write_text("mine")
-    with pytest.raises(A.RunDirError, match="holds no tfm_cls run"):
+    with pytest.raises(R.RunDirError, match="holds no tfm_cls run"):
         train(tiny_config(tiny_data, tmp_path / "other", "train.epochs=1"))
 
 
 def test_a_run_dir_holding_only_the_log_of_a_failed_start_is_reusable(tiny_data, tmp_path):
     failed = tmp_path / "failed"
     failed.mkdir()
-    (failed / A.LOG_FILE).write_text("12:00:00 ERROR tfm_cls: data not found\n")
+    (failed / R.LOG_FILE).write_text("12:00:00 ERROR tfm_cls: data not found\n")
     assert prepare_run_dir(tiny_config(tiny_data, failed), resume=False, overwrite=False) == failed
     (failed / "notes.txt").write_text("mine")
-    with pytest.raises(A.RunDirError, match=r"holds no tfm_cls run \(config.yaml missing\)"):
+    with pytest.raises(R.RunDirError, match=r"holds no tfm_cls run \(config.yaml missing\)"):
         prepare_run_dir(tiny_config(tiny_data, failed), resume=False, overwrite=False)
 
 
@@ -114,18 +115,18 @@ def test_corrupt_or_truncated_checkpoint(tiny_data, tmp_path):
     run_dir = tmp_path / "run"
     cfg = tiny_config(tiny_data, run_dir, "train.epochs=1")
     train(cfg)
-    ckpt = run_dir / A.LAST_CHECKPOINT
+    ckpt = run_dir / R.LAST_CHECKPOINT
     ckpt.write_bytes(ckpt.read_bytes()[: ckpt.stat().st_size // 2])
     with pytest.raises(CheckpointError, match=r"last\.ckpt: corrupt or truncated checkpoint"):
         train(cfg, resume=True)
-    weights = run_dir / A.WEIGHTS_FILE
+    weights = run_dir / R.WEIGHTS_FILE
     weights.write_bytes(b"garbage" * 10)
     with pytest.raises(CheckpointError, match=r"model\.safetensors: corrupt or truncated"):
         load_run(run_dir)
 
 
 def test_resume_needs_a_checkpoint(tiny_data, tmp_path):
-    with pytest.raises(A.RunDirError, match="no checkpoint to resume"):
+    with pytest.raises(R.RunDirError, match="no checkpoint to resume"):
         train(tiny_config(tiny_data, tmp_path / "fresh"), resume=True)
 
 
@@ -149,7 +150,8 @@ def test_empty_and_overlong_texts_are_counted_not_fatal(tmp_path):
 
 def test_time_budget_projection_and_stop_rules():
     from tfm_cls.config import TrainConfig
-    from tfm_cls.train import affordable_total_steps, stop_reason
+    from tfm_cls.engine import stop_reason
+    from tfm_cls.optim import affordable_total_steps
 
     # 100 steps in 10 s since the session started; 20 s of a 30 s budget left -> 200 more steps.
     assert affordable_total_steps(100, 10.0, (0.0, 0), 30.0, planned_steps=1000) == 300

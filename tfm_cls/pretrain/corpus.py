@@ -11,6 +11,7 @@ refuses) them.
 
 from __future__ import annotations
 
+import dataclasses
 import hashlib
 import json
 import logging
@@ -18,12 +19,15 @@ import re
 import unicodedata
 from collections.abc import Iterable, Sequence
 from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from tfm_cls.data import load_data
+from tfm_cls.errors import ConfigError, CorpusError
+from tfm_cls.pretrain.config import ExtraTextConfig, PretrainConfig
 
 logger = logging.getLogger(__name__)
-
-
-class CorpusError(ValueError):
-    """An extra-text source is missing, malformed, or overlaps the evaluation texts."""
 
 
 def normalize_text(text: str) -> str:
@@ -204,3 +208,50 @@ def assemble_corpus(
     corpus = list(train_texts) + list(extra_texts)
     report["corpus_texts"] = len(corpus)
     return corpus, report
+
+
+# ---- the corpus of a pretraining run ------------------------------------------------------------
+
+
+@dataclasses.dataclass
+class Corpus:
+    texts: list[str]
+    """Pretraining texts (train split + admitted extra text)."""
+    eval_texts: list[str]
+    """Validation texts: MLM loss is measured on them (never trained on)."""
+    report: dict[str, Any]
+
+
+def load_extra_texts(cfg: ExtraTextConfig, seed: int) -> list[str]:
+    texts: list[str] = []
+    for path in cfg.paths:
+        loaded = read_text_file(path, cfg.text_field)
+        logger.info("extra text %s: %d texts", path, len(loaded))
+        texts.extend(loaded)
+    if cfg.hf_dataset:
+        loaded = read_hub_texts(cfg.hf_dataset, cfg.hf_config, cfg.hf_split, cfg.hf_text_column)
+        logger.info("extra text %s[%s]: %d texts", cfg.hf_dataset, cfg.hf_split, len(loaded))
+        texts.extend(loaded)
+    if cfg.max_texts is not None and len(texts) > cfg.max_texts:
+        keep = np.random.default_rng(seed).choice(len(texts), cfg.max_texts, replace=False)
+        texts = [texts[i] for i in sorted(keep)]
+    return texts
+
+
+def build_corpus(cfg: PretrainConfig) -> Corpus:
+    """The training split's texts plus extra text that holds no test or validation text."""
+    data = load_data(cfg.data)
+    train_texts = list(data.splits["train"]["text"]) if cfg.use_train_split else []
+    eval_texts = list(data.splits["validation"]["text"])
+    held_out = list(data.splits["test"]["text"]) + eval_texts
+    extra = load_extra_texts(cfg.extra_text, cfg.seed)
+    texts, report = assemble_corpus(
+        train_texts, extra, held_out, cfg.extra_text.on_overlap,
+        ngram=cfg.extra_text.overlap_ngram, min_piece=cfg.extra_text.overlap_min_piece,
+    )
+    report["source"] = data.source
+    report["validation_texts"] = len(eval_texts)
+    if not texts:
+        raise ConfigError("the pretraining corpus is empty (no training texts and no extra text)")
+    logger.info("corpus: %s", report)
+    return Corpus(texts=texts, eval_texts=eval_texts, report=report)

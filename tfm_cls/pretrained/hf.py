@@ -12,7 +12,7 @@ A source is one of
 The architecture comes from config.json (layers, width, heads, GELU, LayerNorm eps, learned
 positions, token types, embedding LayerNorm, post-norm); pooling and dropout from the run's
 ModelConfig. The tokenizer is the checkpoint's own (special tokens, lowercasing), with truncation
-and padding set. Weight renaming lives in `tfm_cls.hf_convert`. See docs/pretrained.md.
+and padding set. Weight renaming lives in `tfm_cls.pretrained.hf_weights`. See docs/pretrained.md.
 """
 
 from __future__ import annotations
@@ -27,7 +27,9 @@ from typing import Any
 import torch
 from tokenizers import Tokenizer
 
-from tfm_cls.hf_convert import EncoderSpec, WeightMismatchError, convert_state_dict
+from tfm_cls.errors import HFImportError, WeightMismatchError
+from tfm_cls.model import TransformerClassifier
+from tfm_cls.pretrained.hf_weights import EncoderSpec, convert_state_dict
 
 logger = logging.getLogger(__name__)
 
@@ -44,11 +46,7 @@ SUPPORTED_MODEL_TYPES = ("bert", "electra", "roberta", "xlm-roberta")
 # config.json `hidden_act` -> TransformerClassifier activation. Only exact matches: "gelu_new"
 # (tanh approximation) would drift from the reference, so it is refused, not approximated.
 ACTIVATIONS = {"gelu": "gelu", "relu": "relu"}
-_HUB_ID = re.compile(r"^[A-Za-z0-9][\w.-]*(/[\w.-]+)?$")
-
-
-class HFImportError(ValueError):
-    """A Hugging Face source cannot be found, read or mapped onto TransformerClassifier."""
+HUB_ID = re.compile(r"^[A-Za-z0-9][\w.-]*(/[\w.-]+)?$")
 
 
 # ---- where the files are --------------------------------------------------------------------------
@@ -68,7 +66,7 @@ def resolve_source(source: str) -> Path:
         return path
     if path.exists():
         raise HFImportError(f"{source}: expected a model folder (with {CONFIG_FILE}), got a file")
-    if source.startswith((".", "/", "~")) or not _HUB_ID.match(source):
+    if source.startswith((".", "/", "~")) or not HUB_ID.match(source):
         raise HFImportError(f"{source}: no such folder (and not a hub id like `org/name`)")
     return download_from_hub(source)
 
@@ -249,8 +247,6 @@ def classifier_from_hf(source: str, model_cfg: Any, num_classes: int) -> tuple[t
     a checkpoint that has BERT's pooler (dense + tanh over [CLS]), the pooler is kept, as
     `BertForSequenceClassification` does.
     """
-    from tfm_cls.model import TransformerClassifier
-
     folder = resolve_source(source)
     spec = read_spec(folder)
     state = load_checkpoint(folder)

@@ -1,4 +1,5 @@
-"""The run directory: what a training run writes, and `load_run` to get a trained model back.
+"""The run directory: what a run writes, the check that a folder may take a run, the log file,
+and `load_run` to get a trained classifier back.
 
 runs/<name>/
     config.yaml                 resolved ClassifierConfig
@@ -16,10 +17,10 @@ runs/<name>/
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
-import json
 import logging
-from collections.abc import Iterable
+from collections.abc import Iterable, Iterator
 from pathlib import Path
 from typing import Any
 
@@ -27,8 +28,10 @@ import torch
 import yaml
 from tokenizers import Tokenizer
 
-from tfm_cls.checkpoint import atomic_path, load_weights
-from tfm_cls.config import ClassifierConfig, ConfigError, load_config, to_dict
+from tfm_cls.checkpoint import load_weights
+from tfm_cls.config import ClassifierConfig, load_config, to_dict
+from tfm_cls.errors import ConfigError, RunDirError
+from tfm_cls.io import read_json
 from tfm_cls.tokenizer import load_tokenizer
 
 CONFIG_FILE = "config.yaml"
@@ -43,6 +46,21 @@ CONFUSION_FILE = "confusion_matrix.png"
 CURVES_FILE = "training_curves.png"
 LAST_CHECKPOINT = "last.ckpt"
 LOG_FILE = "train.log"
+# A pretraining run (tfm-cls pretrain) shares model_config.json, tokenizer.json, metrics.json,
+# history.json, last.ckpt and train.log with a classification run, and adds:
+PRETRAIN_CONFIG_FILE = "pretrain_config.yaml"
+ENCODER_FILE = "encoder.safetensors"  # the encoder: a classifier's keys without head and pooler
+MLM_HEAD_FILE = "mlm_head.safetensors"
+PRETRAIN_CURVES_FILE = "pretraining_curves.png"
+PRETRAIN_FILES = (
+    PRETRAIN_CONFIG_FILE, MODEL_CONFIG_FILE, TOKENIZER_FILE, ENCODER_FILE, MLM_HEAD_FILE, METRICS_FILE,
+    HISTORY_FILE, PRETRAIN_CURVES_FILE, LAST_CHECKPOINT, LOG_FILE,
+)
+# What a classification run writes: a rerun of the same config removes them first.
+CLASSIFIER_FILES = (
+    CONFIG_FILE, MODEL_CONFIG_FILE, TOKENIZER_FILE, LABELS_FILE, WEIGHTS_FILE, METRICS_FILE,
+    HISTORY_FILE, REPORT_FILE, CONFUSION_FILE, CURVES_FILE, LAST_CHECKPOINT, LOG_FILE,
+)
 
 # Config keys that may differ between a run directory's saved config and a resumed / rerun one:
 # they do not change what is trained (train and pretrain share TrainConfig).
@@ -51,10 +69,6 @@ IGNORED_FOR_IDENTITY = frozenset(
 )
 
 logger = logging.getLogger(__name__)
-
-
-class RunDirError(ValueError):
-    """A run directory is missing a file, or holds something other than expected."""
 
 
 @dataclasses.dataclass
@@ -67,21 +81,6 @@ class LoadedRun:
     """Class names; logits column i is labels[i]."""
     config: ClassifierConfig
     run_dir: Path
-
-
-def write_json(path: str | Path, obj: Any) -> None:
-    with atomic_path(path) as tmp:
-        tmp.write_text(json.dumps(obj, indent=2, ensure_ascii=False) + "\n", encoding="utf-8")
-
-
-def read_json(path: str | Path) -> Any:
-    path = Path(path)
-    if not path.is_file():
-        raise RunDirError(f"{path} does not exist")
-    try:
-        return json.loads(path.read_text(encoding="utf-8"))
-    except json.JSONDecodeError as err:
-        raise RunDirError(f"{path}: invalid JSON ({err})") from err
 
 
 def _flatten(d: dict[str, Any], prefix: str = "") -> dict[str, Any]:
@@ -134,6 +133,24 @@ def prepare_run_dir(
         )
     run_dir.mkdir(parents=True, exist_ok=True)
     return run_dir
+
+
+@contextlib.contextmanager
+def log_to_file(path: Path) -> Iterator[None]:
+    """Copy this package's log records into `path` (train.log) for the duration."""
+    package_logger = logging.getLogger("tfm_cls")
+    handler = logging.FileHandler(path, encoding="utf-8")
+    handler.setFormatter(logging.Formatter("%(asctime)s %(levelname)s %(name)s: %(message)s", "%H:%M:%S"))
+    old_level = package_logger.level
+    if package_logger.getEffectiveLevel() > logging.INFO:
+        package_logger.setLevel(logging.INFO)
+    package_logger.addHandler(handler)
+    try:
+        yield
+    finally:
+        package_logger.removeHandler(handler)
+        package_logger.setLevel(old_level)
+        handler.close()
 
 
 def build_model(model_config: dict[str, Any]) -> torch.nn.Module:

@@ -16,10 +16,12 @@ import re
 
 import torch
 
-# Task heads that a classifier does not use: dropped deliberately (logged by the caller), so a
+from tfm_cls.errors import WeightMismatchError
+
+# Weights outside the encoder, returned apart (`dropped`, logged by the caller), so a
 # `BertForMaskedLM` or `...ForSequenceClassification` checkpoint converts like a bare encoder.
-# BERT's `pooler` (tanh dense over [CLS], trained for next-sentence prediction) is dropped too:
-# TransformerClassifier pools the encoder output itself and trains its own head.
+# BERT's `pooler` (tanh dense over [CLS]) is among them: the caller (pretrained.hf) puts it back
+# when the run pools by [CLS], as BertForSequenceClassification does, and drops it otherwise.
 IGNORED_PREFIXES = (
     "pooler.",
     "cls.",  # BERT MLM / NSP heads
@@ -32,10 +34,6 @@ IGNORED_PREFIXES = (
 )
 # Non-parameter buffers that some transformers versions save.
 IGNORED_KEYS = ("embeddings.position_ids", "embeddings.token_type_ids")
-
-
-class WeightMismatchError(ValueError):
-    """The checkpoint's weights do not match the architecture its config.json describes."""
 
 
 @dataclasses.dataclass(frozen=True, kw_only=True)
