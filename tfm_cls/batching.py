@@ -15,7 +15,7 @@ from typing import Any
 
 import numpy as np
 import torch
-from datasets import Dataset, DatasetDict
+from datasets import Dataset, DatasetDict, Sequence, Value
 from tokenizers import Tokenizer
 
 logger = logging.getLogger(__name__)
@@ -33,6 +33,15 @@ def _tokenizer_from_json(tokenizer_json: str) -> Tokenizer:
 
 def _encode_batch(batch: dict[str, list[Any]], tokenizer_json: str) -> dict[str, list[Any]]:
     tokenizer = _tokenizer_from_json(tokenizer_json)
+    if "text_pair" in batch:  # the pair template, `[CLS] a [SEP] b [SEP]`, types 0 then 1
+        encodings = tokenizer.encode_batch(list(zip(batch["text"], batch["text_pair"])))
+        return {
+            "input_ids": [e.ids for e in encodings],
+            "token_type_ids": [e.type_ids for e in encodings],
+            "length": [len(e.ids) for e in encodings],
+            "truncated": [bool(e.overflowing) for e in encodings],
+            "empty": [not a.strip() or not b.strip() for a, b in zip(batch["text"], batch["text_pair"])],
+        }
     encodings = tokenizer.encode_batch(batch["text"])
     return {
         "input_ids": [e.ids for e in encodings],
@@ -40,6 +49,22 @@ def _encode_batch(batch: dict[str, list[Any]], tokenizer_json: str) -> dict[str,
         "truncated": [bool(e.overflowing) for e in encodings],
         "empty": [not text.strip() for text in batch["text"]],
     }
+
+
+def pair_truncation(tokenizer: Tokenizer) -> Tokenizer:
+    """A copy of `tokenizer` that truncates a pair by shortening the longer text first (the
+    tokenizers library's `longest_first`), at the same maximum length."""
+    out = Tokenizer.from_str(tokenizer.to_str())
+    if out.truncation is not None:
+        out.enable_truncation(max_length=out.truncation["max_length"], strategy="longest_first")
+    return out
+
+
+def _float_target(feature: Any) -> bool:
+    """A multi-label (a sequence of 0/1) or regression (a float) label column."""
+    if isinstance(feature, (Sequence, list)):
+        return True
+    return isinstance(feature, Value) and feature.dtype.startswith("float")
 
 
 @dataclasses.dataclass
@@ -51,6 +76,8 @@ class TokenizedSplit:
     lengths: np.ndarray
     num_truncated: int
     num_empty: int
+    token_type_ids: list[list[int]] | None = None
+    """Sentence pairs: 0 for the first text's tokens (and [CLS]), 1 for the second's; None for single texts."""
 
     def __len__(self) -> int:
         return len(self.input_ids)
@@ -58,14 +85,21 @@ class TokenizedSplit:
 
 def tokenize_dataset(ds: Dataset, tokenizer: Tokenizer, desc: str = "tokenize") -> TokenizedSplit:
     """Tokenize a dataset with a `text` column (and optional `label`) through `Dataset.map`."""
+    pairs = "text_pair" in ds.column_names
+    if pairs:
+        tokenizer = pair_truncation(tokenizer)
     mapped = ds.map(
         _encode_batch, batched=True, batch_size=1000, fn_kwargs={"tokenizer_json": tokenizer.to_str()},
-        remove_columns=["text"], desc=desc,
+        remove_columns=["text", "text_pair"] if pairs else ["text"], desc=desc,
     )
     labels = np.asarray(mapped["label"], dtype=np.int64) if "label" in mapped.column_names else np.zeros(len(mapped), np.int64)
+    if "label" in mapped.column_names and _float_target(mapped.features["label"]):
+        # multi-label multi-hot [N, C] and regression values [N] are float targets
+        labels = np.asarray(mapped["label"], dtype=np.float32)
     return TokenizedSplit(
         input_ids=mapped["input_ids"], labels=labels, lengths=np.asarray(mapped["length"], dtype=np.int64),
         num_truncated=int(sum(mapped["truncated"])), num_empty=int(sum(mapped["empty"])),
+        token_type_ids=mapped["token_type_ids"] if pairs else None,
     )
 
 
@@ -143,8 +177,15 @@ def collate(split: TokenizedSplit, indices: list[int], pad_id: int = 0) -> dict[
     for row, seq in enumerate(seqs):
         input_ids[row, : len(seq)] = torch.tensor(seq, dtype=torch.long)
         attention_mask[row, : len(seq)] = 1
-    labels = torch.from_numpy(split.labels[indices])  # [batch]
-    return {"input_ids": input_ids, "attention_mask": attention_mask, "labels": labels}
+    labels = torch.from_numpy(split.labels[indices])  # [batch] (multi-label: [batch, num_labels])
+    batch = {"input_ids": input_ids, "attention_mask": attention_mask, "labels": labels}
+    if split.token_type_ids is not None:
+        token_type_ids = torch.zeros((len(seqs), width), dtype=torch.long)  # [batch, seq], 0 under padding
+        for row, i in enumerate(indices):
+            types = split.token_type_ids[i]
+            token_type_ids[row, : len(types)] = torch.tensor(types, dtype=torch.long)
+        batch["token_type_ids"] = token_type_ids
+    return batch
 
 
 class _CollatedBatches(torch.utils.data.Dataset):

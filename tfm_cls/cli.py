@@ -68,7 +68,10 @@ def cmd_train(args: argparse.Namespace) -> int:
     _quiet_datasets()
     cfg = load_config(ClassifierConfig, args.config, args.overrides)
     metrics = train(cfg, resume=args.resume, overwrite=args.overwrite)
-    summary = {split: {k: metrics[split][k] for k in ("accuracy", "macro_f1", "loss")} for split in ("validation", "test")}
+    from tfm_cls.tasks import head_for
+
+    keys = head_for(cfg).summary_keys
+    summary = {split: {k: metrics[split][k] for k in keys} for split in ("validation", "test")}
     if os.environ.get("RANK", "0") == "0":  # under torchrun every rank returns the metrics; one prints
         print(json.dumps({"run_dir": str(cfg.resolved_run_dir()), **summary}))
     return 0
@@ -96,9 +99,9 @@ def cmd_eval(args: argparse.Namespace) -> int:
     from tfm_cls.data import load_data, load_eval_split
     from tfm_cls.distributed import select_device
     from tfm_cls.errors import DataError
-    from tfm_cls.metrics import report_text
-    from tfm_cls.predict import evaluate
+    from tfm_cls.predict import evaluate, run_head
     from tfm_cls.runs import load_run
+    from tfm_cls.tasks import task_report
 
     _quiet_datasets()
     run = load_run(args.run)
@@ -115,8 +118,10 @@ def cmd_eval(args: argparse.Namespace) -> int:
     split = tokenize_dataset(dataset, run.tokenizer)
     device = select_device(args.device)
     run.model.to(device)
-    metrics, logits = evaluate(run.model, split, run.labels, args.batch_size, device, run.model.config.get("pad_token_id") or 0)
-    logger.info("%s: %d examples\n%s", source, len(split), report_text(split.labels, logits.argmax(-1), run.labels))
+    head = run_head(run)
+    metrics, logits = evaluate(run.model, split, run.labels, args.batch_size, device, run.model.config.get("pad_token_id") or 0,
+                               head=head)
+    logger.info("%s: %d examples\n%s", source, len(split), task_report(head, split.labels, logits, run.labels))
     _write_or_print(json.dumps({"run": str(args.run), "data": str(source), **metrics}, indent=2, ensure_ascii=False),
                     args.output)
     return 0
@@ -125,13 +130,29 @@ def cmd_eval(args: argparse.Namespace) -> int:
 def cmd_predict(args: argparse.Namespace) -> int:
     from tfm_cls.distributed import select_device
     from tfm_cls.io import atomic_path
-    from tfm_cls.predict import predict_proba, prediction_records, read_texts, write_jsonl
+    from tfm_cls.predict import (
+        predict_proba,
+        predict_task_logits,
+        prediction_records,
+        read_pairs,
+        read_texts,
+        run_head,
+        write_jsonl,
+    )
     from tfm_cls.runs import load_run
 
     run = load_run(args.run, device=select_device(args.device))
-    texts = read_texts(args.input, args.input_format, args.text_field)
-    probs = predict_proba(run, texts, args.batch_size)
-    records = prediction_records(probs, run.labels)
+    pair_field = args.pair_field or run.config.data.text_pair_column
+    if pair_field is None and run.config.data.task == "single_label":
+        texts = read_texts(args.input, args.input_format, args.text_field)
+        records = prediction_records(predict_proba(run, texts, args.batch_size), run.labels)
+    else:  # pairs, multi-label, regression: one record per input row, in input order (tfm_cls.tasks)
+        if pair_field is not None:
+            texts, pairs = read_pairs(args.input, args.input_format, args.text_field, pair_field)
+        else:
+            texts, pairs = read_texts(args.input, args.input_format, args.text_field), None
+        logits = predict_task_logits(run, texts, pairs, args.batch_size)
+        records = iter(run_head(run).records(logits, run.labels))
     if args.output == "-":
         count = write_jsonl(records, sys.stdout)
     else:
@@ -244,6 +265,9 @@ def build_parser() -> argparse.ArgumentParser:
                    default="auto", help="input format (auto: by file extension; stdin: txt)")
     p.add_argument("--text-field", "--column", dest="text_field", default="text",
                    help="the text's key (jsonl) or column (csv) (default: text)")
+    p.add_argument("--pair-field", default=None,
+                   help="sentence pairs: the second text's key (jsonl) or column (csv/tsv) "
+                        "(default: the run's data.text_pair_column)")
     p.add_argument("--batch-size", type=_positive, default=64)
     p.add_argument("--device", default="cpu", help="auto, cpu, cuda or cuda:N (default: cpu)")
     p.set_defaults(func=cmd_predict)

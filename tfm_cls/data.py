@@ -196,19 +196,22 @@ def _select_columns(dsd: DatasetDict, cfg: DataConfig, source: str) -> DatasetDi
         renames = {old: new for old, new in cfg.rename_columns.items() if old in ds.column_names and old != new}
         if renames:
             ds = ds.rename_columns(renames)
-        missing = [c for c in [*cfg.text_columns, cfg.label_column] if c not in ds.column_names]
+        pair = [cfg.text_pair_column] if cfg.text_pair_column else []
+        missing = [c for c in [*cfg.text_columns, *pair, cfg.label_column] if c not in ds.column_names]
         if missing:
             raise DataError(
                 f"{source} ({split} split): column(s) {missing} not found; the columns are {ds.column_names}. "
-                "Set data.text_columns / data.label_column (or data.rename_columns)"
+                "Set data.text_columns / data.text_pair_column / data.label_column (or data.rename_columns)"
             )
+        if pair:
+            ds = _second_texts(ds, cfg.text_pair_column, _split_where(cfg, source, split))
         columns, sep = list(cfg.text_columns), cfg.text_separator
 
         def join(batch: dict[str, list[Any]], columns: list[str] = columns, sep: str = sep) -> dict[str, list[str]]:
             rows = zip(*(batch[c] for c in columns))
             return {"text": [sep.join("" if v is None else str(v) for v in row).strip() for row in rows]}
 
-        keep = [c for c in ds.column_names if c != cfg.label_column]
+        keep = [c for c in ds.column_names if c not in (cfg.label_column, "text_pair")]
         ds = ds.map(join, batched=True, remove_columns=keep, desc=f"text columns ({split})")
         if cfg.label_column != "label":
             ds = ds.rename_column(cfg.label_column, "label")
@@ -262,8 +265,10 @@ def _encode_labels(dsd: DatasetDict, labels_file: Path | None, source: str) -> t
 
 
 def _carve(train: Dataset, fraction: float, seed: int, what: str, source: str) -> tuple[Dataset, Dataset]:
+    # Stratified by class where there is one class per example (multi-label, regression: seeded random).
+    stratify = "label" if isinstance(train.features["label"], ClassLabel) else None
     try:
-        parts = train.train_test_split(test_size=fraction, stratify_by_column="label", seed=seed)
+        parts = train.train_test_split(test_size=fraction, stratify_by_column=stratify, seed=seed)
     except ValueError as err:
         raise DataError(
             f"{source}: cannot carve a stratified {what} split ({fraction:.0%} of train) from "
@@ -283,7 +288,10 @@ def load_data(cfg: DataConfig) -> ClassificationData:
     if len(dsd["train"]) == 0:
         raise DataError(f"{source}: the training split is empty")
     dsd = _select_columns(dsd, cfg, source)
-    dsd, names = _encode_labels(dsd, labels_file, source)
+    if cfg.task == "single_label":
+        dsd, names = _encode_labels(dsd, labels_file, source)
+    else:
+        dsd, names = _encode_task_labels(dsd, cfg, labels_file, source)
     train, carved = dsd["train"], []
     splits = {}
     if "test" not in dsd:
@@ -331,6 +339,8 @@ def load_eval_split(cfg: DataConfig, path: str | Path, split: str, labels: list[
     except Exception as err:
         raise DataError(f"{file}: could not read it: {err}") from err
     ds = _select_columns(DatasetDict(eval=ds), cfg, str(file))["eval"]
+    if cfg.task != "single_label":
+        return _task_label_column(ds, cfg, labels, str(file), "eval")
     values = ds["label"]
     feature = ds.features["label"]
     names = list(feature.names) if isinstance(feature, ClassLabel) else (
@@ -352,3 +362,131 @@ def load_eval_split(cfg: DataConfig, path: str | Path, split: str, labels: list[
         mapped.append(index[name])
     ds = ds.remove_columns("label").add_column("label", mapped)
     return ds.cast_column("label", ClassLabel(names=labels))
+
+
+# ---- sentence pairs, multi-label and regression targets (data.task, data.text_pair_column) ---------
+
+
+def _split_where(cfg: DataConfig, source: str, split: str) -> str:
+    """The file a split was read from (local data), for messages that name a row; else the source."""
+    if cfg.path:
+        path = Path(cfg.path).expanduser()
+        if path.is_dir():
+            try:
+                return str(_split_files(path).get(split, path))
+            except DataError:
+                return str(path)
+        return str(path)
+    return f"{source} ({split} split)"
+
+
+def _second_texts(ds: Dataset, column: str, where: str) -> Dataset:
+    """The pair's second text as column `text_pair`; a row without one is an error naming it."""
+    values = ds[column]
+    for row, value in enumerate(values, 1):
+        if value is None or not str(value).strip():
+            raise DataError(
+                f"{where}, row {row}: the pair's second text ({column!r}) is missing or empty; "
+                "every example of a sentence-pair task needs both texts"
+            )
+    return ds.remove_columns(column).add_column("text_pair", [str(v) for v in values])
+
+
+def _label_names_of(value: Any, delimiter: str) -> list[Any]:
+    """One multi-label cell as a list: a list of ids / names, or names in a delimited string."""
+    if value is None:
+        return []
+    if isinstance(value, str):
+        return [part.strip() for part in value.split(delimiter) if part.strip()]
+    if isinstance(value, (list, tuple)):
+        return list(value)
+    return [value]  # a bare id
+
+
+def _multi_hot(values: list[Any], names: list[str], cfg: DataConfig, where: str) -> list[list[int]]:
+    index = {name: i for i, name in enumerate(names)}
+    rows = []
+    for row, value in enumerate(values, 1):
+        ids = []
+        for item in _label_names_of(value, cfg.label_delimiter):
+            if isinstance(item, str) and item in index:
+                ids.append(index[item])
+            elif isinstance(item, (int, np.integer)) and not isinstance(item, bool) and 0 <= item < len(names):
+                ids.append(int(item))
+            elif isinstance(item, str) and item.lstrip("-").isdigit() and 0 <= int(item) < len(names):
+                ids.append(int(item))
+            else:
+                raise DataError(
+                    f"{where}, row {row}: unknown label {item!r}; expected a name of {names[:30]} "
+                    f"or an id in 0..{len(names) - 1}"
+                )
+        if not ids and not cfg.allow_empty_labels:
+            raise DataError(
+                f"{where}, row {row}: empty label list; every multi-label example needs at least one label "
+                "(or set data.allow_empty_labels=true)"
+            )
+        hot = [0] * len(names)
+        for i in ids:
+            hot[i] = 1
+        rows.append(hot)
+    return rows
+
+
+def _floats(values: list[Any], where: str) -> list[float]:
+    out = []
+    for row, value in enumerate(values, 1):
+        try:
+            number = float(value) if not isinstance(value, bool) else float("nan")
+        except (TypeError, ValueError):
+            number = float("nan")
+        if not np.isfinite(number):
+            raise DataError(f"{where}, row {row}: regression target {value!r} is not a finite number")
+        out.append(number)
+    return out
+
+
+def _task_label_column(ds: Dataset, cfg: DataConfig, names: list[str], where: str, split: str) -> Dataset:
+    """Replace `label` by the task's target: multi-hot [C] ints (multi_label) or a float (regression)."""
+    from datasets import Sequence, Value
+
+    values = ds["label"]
+    ds = ds.remove_columns("label")
+    if cfg.task == "multi_label":
+        ds = ds.add_column("label", _multi_hot(values, names, cfg, where))
+        return ds.cast_column("label", Sequence(Value("int8"), length=len(names)))
+    ds = ds.add_column("label", _floats(values, where))
+    return ds.cast_column("label", Value("float32"))
+
+
+def _multi_label_names(dsd: DatasetDict, cfg: DataConfig, labels_file: Path | None, source: str) -> list[str]:
+    """Label names: labels.json, else a ClassLabel-of-a-list feature, else every name in train, sorted."""
+    if labels_file is not None:
+        return _read_label_names(labels_file)
+    feature = dsd["train"].features["label"]
+    inner = getattr(feature, "feature", None)
+    if isinstance(inner, ClassLabel):
+        return list(inner.names)
+    seen = {item for value in dsd["train"]["label"] for item in _label_names_of(value, cfg.label_delimiter)}
+    if any(not isinstance(v, str) for v in seen):
+        raise DataError(
+            f"{source}: multi-label ids without label names; put a labels.json (the names in id order) beside the data"
+        )
+    return sorted(seen)
+
+
+def _encode_task_labels(
+    dsd: DatasetDict, cfg: DataConfig, labels_file: Path | None, source: str
+) -> tuple[DatasetDict, list[str]]:
+    """Targets of a multi_label or regression dataset, checked row by row; the names: the
+    labels (multi_label) or the label column's name (regression, one output)."""
+    if cfg.task == "multi_label":
+        names = _multi_label_names(dsd, cfg, labels_file, source)
+    else:
+        names = [cfg.label_column]
+    out = {split: _task_label_column(ds, cfg, names, _split_where(cfg, source, split), split) for split, ds in dsd.items()}
+    if cfg.task == "multi_label":
+        counts = np.asarray(out["train"]["label"], dtype=np.int64).sum(axis=0)
+        never = [names[i] for i in np.flatnonzero(counts == 0)]
+        if never:
+            logger.warning("%s: label(s) %s never occur in the training split", source, never)
+    return DatasetDict(out), names

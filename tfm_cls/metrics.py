@@ -1,4 +1,6 @@
-"""Classification metrics (scikit-learn): accuracy, macro-F1, per-class scores, report, confusion."""
+"""Metrics of every task type: classification (scikit-learn: accuracy, macro-F1, per-class
+scores, report, confusion), multi-label (scikit-learn: micro/macro-F1, subset accuracy, per-label
+scores) and regression (scipy: Pearson, Spearman; MSE)."""
 
 from __future__ import annotations
 
@@ -13,7 +15,11 @@ from sklearn.metrics import (
     precision_recall_fscore_support,
 )
 
-HIGHER_IS_BETTER = {"accuracy": True, "macro_f1": True, "loss": False}
+HIGHER_IS_BETTER = {
+    "accuracy": True, "macro_f1": True, "loss": False,
+    "micro_f1": True, "subset_accuracy": True,  # multi-label
+    "pearson": True, "spearman": True, "mse": False,  # regression
+}
 
 
 def classification_metrics(y_true: np.ndarray, y_pred: np.ndarray, labels: list[str]) -> dict[str, Any]:
@@ -31,6 +37,59 @@ def classification_metrics(y_true: np.ndarray, y_pred: np.ndarray, labels: list[
             for name, p, r, f, s in zip(labels, precision, recall, f1, support)
         },
     }
+
+
+def multi_label_metrics(y_true: np.ndarray, y_pred: np.ndarray, labels: list[str]) -> dict[str, Any]:
+    """Multi-hot y_true, y_pred [N, C] -> micro_f1, macro_f1, subset_accuracy (every label of a
+    row right) and {label: precision, recall, f1, support} (sklearn, zero_division=0)."""
+    y_true, y_pred = np.asarray(y_true).astype(np.int64), np.asarray(y_pred).astype(np.int64)
+    precision, recall, f1, support = precision_recall_fscore_support(y_true, y_pred, average=None, zero_division=0)
+    return {
+        "micro_f1": float(f1_score(y_true, y_pred, average="micro", zero_division=0)),
+        "macro_f1": float(f1_score(y_true, y_pred, average="macro", zero_division=0)),
+        "subset_accuracy": float(accuracy_score(y_true, y_pred)),
+        "per_label": {
+            name: {"precision": float(p), "recall": float(r), "f1": float(f), "support": int(s)}
+            for name, p, r, f, s in zip(labels, precision, recall, f1, support)
+        },
+    }
+
+
+def _correlation(kind: str, a: np.ndarray, b: np.ndarray) -> float:
+    """Pearson / Spearman r; 0.0 where it is undefined (fewer than 2 rows, or a constant side:
+    an untrained model predicting one value has no linear relation to the gold scores, and a NaN
+    would never compare better or worse in best-checkpoint selection)."""
+    from scipy import stats
+
+    if len(a) < 2 or np.ptp(a) == 0 or np.ptp(b) == 0:
+        return 0.0
+    r = stats.pearsonr(a, b)[0] if kind == "pearson" else stats.spearmanr(a, b)[0]
+    return float(r) if np.isfinite(r) else 0.0
+
+
+def regression_metrics(y_true: np.ndarray, y_pred: np.ndarray) -> dict[str, Any]:
+    """Gold and predicted values [N] -> pearson, spearman (scipy), mse, mae."""
+    y_true, y_pred = np.asarray(y_true, dtype=np.float64), np.asarray(y_pred, dtype=np.float64)
+    err = y_pred - y_true
+    return {
+        "pearson": _correlation("pearson", y_pred, y_true),
+        "spearman": _correlation("spearman", y_pred, y_true),
+        "mse": float(np.mean(err**2)) if len(err) else 0.0,
+        "mae": float(np.mean(np.abs(err))) if len(err) else 0.0,
+    }
+
+
+def multi_label_report(y_true: np.ndarray, y_pred: np.ndarray, labels: list[str]) -> str:
+    """sklearn's report over multi-hot arrays (micro, macro, weighted and samples averages)."""
+    return classification_report(
+        np.asarray(y_true).astype(np.int64), np.asarray(y_pred).astype(np.int64), target_names=labels,
+        digits=4, zero_division=0,
+    )
+
+
+def regression_report(y_true: np.ndarray, y_pred: np.ndarray) -> str:
+    m = regression_metrics(y_true, y_pred)
+    return "".join(f"{k:>9} {v:.4f}\n" for k, v in m.items()) + f"{'examples':>9} {len(y_true)}\n"
 
 
 def report_text(y_true: np.ndarray, y_pred: np.ndarray, labels: list[str]) -> str:

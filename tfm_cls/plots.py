@@ -32,6 +32,35 @@ def plot_confusion_matrix(matrix: np.ndarray, labels: list[str], path: str | Pat
     _save(fig, path)
 
 
+SCORE_NAMES = {"accuracy": "accuracy", "macro_f1": "macro-F1", "micro_f1": "micro-F1",
+               "subset_accuracy": "subset accuracy", "pearson": "Pearson", "spearman": "Spearman", "mse": "MSE"}
+
+
+def plot_per_label_f1(per_label: dict[str, dict[str, float]], path: str | Path, title: str = "test") -> None:
+    """Horizontal bars of each label's F1, sorted (best on top), with its support."""
+    items = sorted(per_label.items(), key=lambda kv: kv[1]["f1"])
+    fig = Figure(figsize=(7, max(3.0, 0.28 * len(items) + 1.2)))
+    ax = fig.subplots()
+    ax.barh(range(len(items)), [v["f1"] for _, v in items], color="tab:blue")
+    ax.set_yticks(range(len(items)), [f"{name} ({v['support']})" for name, v in items])
+    ax.set(xlim=(0, 1), xlabel="F1", title=f"per-label F1 ({title}; support in brackets)")
+    _save(fig, path)
+
+
+def plot_regression_scatter(gold: np.ndarray, predicted: np.ndarray, path: str | Path, name: str = "value",
+                            title: str = "test") -> None:
+    """Predicted against gold values, with the identity line."""
+    fig = Figure(figsize=(5, 5))
+    ax = fig.subplots()
+    ax.scatter(gold, predicted, s=6, alpha=0.4)
+    if len(gold):
+        low, high = float(min(np.min(gold), np.min(predicted))), float(max(np.max(gold), np.max(predicted)))
+        ax.plot([low, high], [low, high], "k--", lw=1, label="predicted = gold")
+        ax.legend()
+    ax.set(xlabel=f"gold {name}", ylabel=f"predicted {name}", title=f"predicted vs gold ({title})")
+    _save(fig, path)
+
+
 def plot_training_curves(history: dict[str, list[dict[str, Any]]], path: str | Path, best_metric: str) -> None:
     """history: {"train": [{step, loss, lr}], "eval": [{step, loss, accuracy, macro_f1}]}."""
     train, evals = history.get("train", []), history.get("eval", [])
@@ -43,8 +72,9 @@ def plot_training_curves(history: dict[str, list[dict[str, Any]]], path: str | P
     if evals:
         steps = [r["step"] for r in evals]
         ax_loss.plot(steps, [r["loss"] for r in evals], "o-", label="validation")
-        ax_score.plot(steps, [r["accuracy"] for r in evals], "o-", label="accuracy")
-        ax_score.plot(steps, [r["macro_f1"] for r in evals], "s-", label="macro-F1")
+        # Every score the evaluations hold (single-label: accuracy, macro-F1; other tasks: theirs).
+        for key, style in zip([k for k in SCORE_NAMES if k in evals[0]], ("o-", "s-", "^-", "d-")):
+            ax_score.plot(steps, [r[key] for r in evals], style, label=SCORE_NAMES[key])
     ax_loss.set(title="loss", xlabel="step")
     ax_score.set(title=f"validation (best by {best_metric})", xlabel="step")
     ax_lr.set(title="learning rate", xlabel="step")

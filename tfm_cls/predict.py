@@ -24,6 +24,7 @@ from tfm_cls.errors import InputError
 from tfm_cls.metrics import classification_metrics
 from tfm_cls.precision import Precision
 from tfm_cls.runs import LoadedRun
+from tfm_cls.tasks import SINGLE_LABEL, Head, MultiLabelHead, head_for
 from tfm_cls.tokenizer import PAD_ID
 
 FORMATS = ("auto", "txt", "jsonl", "csv")
@@ -46,9 +47,11 @@ def predict_logits(
     shard = [indices for indices in sampler.epoch_batches(0) if indices]
     rows, parts = [], []
     for indices, batch in zip(shard, batch_loader(split, shard, pad_id, device)):
+        inputs = [batch["input_ids"], batch["attention_mask"]]
+        if "token_type_ids" in batch:  # sentence pairs
+            inputs.append(batch["token_type_ids"])
         with amp.autocast() if amp else contextlib.nullcontext():
-            logits = model(batch["input_ids"].to(device, non_blocking=True),
-                           batch["attention_mask"].to(device, non_blocking=True))  # [B, C]
+            logits = model(*(t.to(device, non_blocking=True) for t in inputs))  # [B, C]
         rows.extend(indices)
         parts.append(logits.float().cpu().numpy())
     num_classes = model.config["num_classes"]
@@ -70,12 +73,21 @@ def predict_logits(
 def evaluate(
     model: torch.nn.Module, split: TokenizedSplit, labels: list[str], batch_size: int, device: torch.device,
     pad_id: int = PAD_ID, *, env: D.DistEnv | None = None, amp: Precision | None = None,
+    head: Head | None = None, tune: bool = False,
 ) -> tuple[dict[str, Any], np.ndarray]:
     """Metrics (loss, accuracy, macro_f1, per_class, examples, seconds, texts_per_second) and the
-    logits, over the whole split (gathered from every rank under DDP)."""
+    logits, over the whole split (gathered from every rank under DDP). `head` (tfm_cls.tasks):
+    the metrics of another task type; `tune`: a multi-label head first tunes its thresholds on
+    this split (validation)."""
     start = time.perf_counter()
     logits = predict_logits(model, split, batch_size, device, pad_id, env=env, amp=amp)
     seconds = time.perf_counter() - start
+    if head is not None and head.task != SINGLE_LABEL:
+        if tune and isinstance(head, MultiLabelHead):
+            head.tune(logits, split.labels)
+        metrics = head.metrics(logits, split.labels, labels)
+        metrics.update(examples=len(logits), seconds=seconds, texts_per_second=len(logits) / max(seconds, 1e-9))
+        return metrics, logits
     loss = F.cross_entropy(torch.from_numpy(logits), torch.from_numpy(split.labels)).item()
     metrics = {"loss": loss, **classification_metrics(split.labels, logits.argmax(-1), labels)}
     metrics.update(examples=len(logits), seconds=seconds, texts_per_second=len(logits) / max(seconds, 1e-9))
@@ -90,6 +102,52 @@ def _format_of(path: str, fmt: str) -> str:
         return fmt
     suffix = Path(path).suffix.lower()
     return {".jsonl": "jsonl", ".json": "jsonl", ".csv": "csv"}.get(suffix, "txt")
+
+
+def read_pairs(path: str, fmt: str, column: str, pair_column: str) -> tuple[list[str], list[str]]:
+    """Sentence pairs from `path`: jsonl objects' or csv (tsv: a .tsv file) columns `column` and
+    `pair_column`; a row missing its second text is an InputError naming the row and the file."""
+    fmt = "csv" if fmt == "auto" and path.lower().endswith(".tsv") else _format_of(path, fmt)
+    name = "<stdin>" if path == "-" else path
+    if fmt == "txt":
+        raise InputError(f"{name}: sentence pairs need a .jsonl or .csv/.tsv input with {column!r} and {pair_column!r}")
+    content = sys.stdin.read() if path == "-" else _read_file(path)
+    firsts, seconds = [], []
+    if fmt == "csv":
+        delimiter = "\t" if path.lower().endswith(".tsv") else ","
+        reader = csv.DictReader(io.StringIO(content), delimiter=delimiter)
+        missing = [c for c in (column, pair_column) if reader.fieldnames is None or c not in reader.fieldnames]
+        if missing:
+            raise InputError(f"{name}: no column(s) {missing}; the columns are {reader.fieldnames}")
+        rows = ((reader.line_num, row) for row in reader)
+    else:
+        rows = _json_rows(content, name)
+    for number, row in rows:
+        a, b = row.get(column), row.get(pair_column)
+        if a is None or b is None or not str(b).strip():
+            raise InputError(f"{name}, line {number}: a pair needs {column!r} and {pair_column!r}; got keys {sorted(row)}")
+        firsts.append(str(a))
+        seconds.append(str(b))
+    return firsts, seconds
+
+
+def _read_file(path: str) -> str:
+    if not Path(path).is_file():
+        raise InputError(f"input file {path} does not exist")
+    return Path(path).read_text(encoding="utf-8", errors="replace")
+
+
+def _json_rows(content: str, name: str) -> Iterator[tuple[int, dict[str, Any]]]:
+    for number, line in enumerate(content.splitlines(), 1):
+        if not line.strip():
+            continue
+        try:
+            row = json.loads(line)
+        except json.JSONDecodeError as err:
+            raise InputError(f"{name}, line {number}: not valid JSON ({err})") from err
+        if not isinstance(row, dict):
+            raise InputError(f"{name}, line {number}: expected a JSON object, got {type(row).__name__}")
+        yield number, row
 
 
 def read_texts(path: str, fmt: str = "auto", column: str = "text") -> list[str]:
@@ -149,6 +207,39 @@ def predict_proba(run: LoadedRun, texts: list[str], batch_size: int = 64) -> np.
         logits = run.model(ids.to(device), mask.to(device))  # [B, C]
         probs[indices] = torch.softmax(logits.float(), dim=-1).cpu().numpy()
     return probs
+
+
+def run_head(run: LoadedRun) -> Head:
+    """The head (tfm_cls.tasks) of a loaded run, with its tuned thresholds."""
+    return head_for(run.config, thresholds=run.thresholds)
+
+
+@torch.no_grad()
+def predict_task_logits(run: LoadedRun, texts: list[str], pairs: list[str] | None = None, batch_size: int = 64) -> np.ndarray:
+    """Logits [len(texts), outputs] in input order, for single texts or (texts[i], pairs[i])
+    sentence pairs (the pair template with token_type_ids; the longer side truncated first)."""
+    from tfm_cls.batching import pair_truncation
+
+    device = next(run.model.parameters()).device
+    tokenizer = pair_truncation(run.tokenizer) if pairs is not None else Tokenizer.from_str(run.tokenizer.to_str())
+    tokenizer.no_padding()  # each batch is padded below, to its own longest text
+    inputs = list(zip(texts, pairs)) if pairs is not None else texts
+    encodings = tokenizer.encode_batch(inputs) if texts else []
+    out = np.zeros((len(texts), int(run.model.config["num_classes"])), dtype=np.float32)
+    pad_id = run.model.config.get("pad_token_id") or 0
+    for indices in _batches(len(texts), [len(e.ids) for e in encodings], batch_size):
+        width = max(len(encodings[i].ids) for i in indices)
+        ids = torch.full((len(indices), width), pad_id, dtype=torch.long)  # [B, T]
+        mask = torch.zeros((len(indices), width), dtype=torch.long)  # [B, T]
+        types = torch.zeros((len(indices), width), dtype=torch.long)  # [B, T]
+        for row, i in enumerate(indices):
+            n = len(encodings[i].ids)
+            ids[row, :n] = torch.tensor(encodings[i].ids, dtype=torch.long)
+            mask[row, :n] = 1
+            types[row, :n] = torch.tensor(encodings[i].type_ids, dtype=torch.long)
+        args = (ids.to(device), mask.to(device)) + ((types.to(device),) if pairs is not None else ())
+        out[indices] = run.model(*args).float().cpu().numpy()
+    return out
 
 
 def prediction_records(probs: np.ndarray, labels: list[str]) -> Iterator[dict[str, Any]]:

@@ -10,6 +10,8 @@ runs/<name>/
     metrics.json                validation and test metrics of the best weights, timing, data report
     classification_report.txt   sklearn report on test
     confusion_matrix.png, training_curves.png
+    thresholds.json, per_label_f1.png   multi-label runs (docs/tasks.md)
+    predicted_vs_gold.png               regression runs
     history.json                one entry per evaluation (curves)
     last.ckpt                   resumable checkpoint (model, optimizer, RNG, step, sampler position)
     train.log
@@ -44,6 +46,9 @@ HISTORY_FILE = "history.json"
 REPORT_FILE = "classification_report.txt"
 CONFUSION_FILE = "confusion_matrix.png"
 CURVES_FILE = "training_curves.png"
+PER_LABEL_F1_FILE = "per_label_f1.png"  # multi-label runs
+SCATTER_FILE = "predicted_vs_gold.png"  # regression runs
+THRESHOLDS_FILE = "thresholds.json"  # multi-label runs: the decision threshold of each label
 LAST_CHECKPOINT = "last.ckpt"
 LOG_FILE = "train.log"
 # A pretraining run (tfm-cls pretrain) shares model_config.json, tokenizer.json, metrics.json,
@@ -60,6 +65,7 @@ PRETRAIN_FILES = (
 CLASSIFIER_FILES = (
     CONFIG_FILE, MODEL_CONFIG_FILE, TOKENIZER_FILE, LABELS_FILE, WEIGHTS_FILE, METRICS_FILE,
     HISTORY_FILE, REPORT_FILE, CONFUSION_FILE, CURVES_FILE, LAST_CHECKPOINT, LOG_FILE,
+    PER_LABEL_F1_FILE, SCATTER_FILE, THRESHOLDS_FILE,
 )
 
 # Config keys that may differ between a run directory's saved config and a resumed / rerun one:
@@ -81,6 +87,8 @@ class LoadedRun:
     """Class names; logits column i is labels[i]."""
     config: ClassifierConfig
     run_dir: Path
+    thresholds: list[float] | None = None
+    """Multi-label runs: the decision threshold of each label (thresholds.json); else None."""
 
 
 def _flatten(d: dict[str, Any], prefix: str = "") -> dict[str, Any]:
@@ -179,4 +187,10 @@ def load_run(run_dir: str | Path, device: str | torch.device = "cpu") -> LoadedR
     load_weights(model, run_dir / WEIGHTS_FILE)
     model.to(device).eval()
     tokenizer = load_tokenizer(run_dir / TOKENIZER_FILE)
-    return LoadedRun(model=model, tokenizer=tokenizer, labels=labels, config=config, run_dir=run_dir)
+    thresholds = None
+    if (run_dir / THRESHOLDS_FILE).is_file():
+        saved = read_json(run_dir / THRESHOLDS_FILE)
+        if not isinstance(saved, dict) or list(saved) != labels:
+            raise RunDirError(f"{run_dir / THRESHOLDS_FILE}: expected one threshold for each label of {LABELS_FILE}")
+        thresholds = [float(v) for v in saved.values()]
+    return LoadedRun(model=model, tokenizer=tokenizer, labels=labels, config=config, run_dir=run_dir, thresholds=thresholds)

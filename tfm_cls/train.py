@@ -18,8 +18,8 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
+import numpy as np
 import torch
-import torch.nn.functional as F
 from tokenizers import Tokenizer
 from torch import Tensor, nn
 
@@ -36,6 +36,7 @@ from tfm_cls.metrics import confusion, report_text
 from tfm_cls.plots import plot_confusion_matrix, plot_training_curves
 from tfm_cls.precision import Precision
 from tfm_cls.predict import evaluate
+from tfm_cls.tasks import MULTI_LABEL, REGRESSION, SINGLE_LABEL, THRESHOLDS_FILE, head_for
 from tfm_cls.tokenizer import (
     PAD_ID,
     configure_truncation,
@@ -62,7 +63,7 @@ def build_model_and_tokenizer(
     Under DDP rank 0 reads the run directory or trains the tokenizer and hands it to the others
     (the run directory need not be on a disk every node sees)."""
     env = env or D.DistEnv()
-    num_classes = len(data.labels)
+    num_classes = head_for(cfg).num_outputs(len(data.labels))
     if resume:  # exactly what the interrupted run built (weights come from the checkpoint)
         tokenizer = D.on_main(env, load_tokenizer, run_dir / R.TOKENIZER_FILE)
         model = R.build_model(D.on_main(env, read_json, run_dir / R.MODEL_CONFIG_FILE))
@@ -72,10 +73,23 @@ def build_model_and_tokenizer(
         model, tokenizer = load_pretrained(cfg.model.init_from, cfg.model, num_classes)
         tokenizer = configure_truncation(tokenizer, cfg.tokenizer.max_length)
     else:
-        tokenizer = D.on_main(env, train_tokenizer, data.splits["train"]["text"], cfg.tokenizer)
+        train_split = data.splits["train"]
+        texts = train_split["text"]
+        if "text_pair" in train_split.column_names:  # the vocabulary covers both sides of a pair
+            texts = [*texts, *train_split["text_pair"]]
+        tokenizer = D.on_main(env, train_tokenizer, texts, cfg.tokenizer)
+        segments = cfg.model.segment_embedding
+        if segments is None:
+            segments = cfg.data.text_pair_column is not None
+        extra = {"type_vocab_size": 2} if segments else {}  # absent for single texts: the model is unchanged
         model = R.build_model(
-            dict(vocab_size=tokenizer.get_vocab_size(), num_classes=num_classes, pad_token_id=PAD_ID, **cfg.model.model_kwargs())
+            dict(vocab_size=tokenizer.get_vocab_size(), num_classes=num_classes, pad_token_id=PAD_ID,
+                 **cfg.model.model_kwargs(), **extra)
         )
+    if not resume and cfg.data.task == REGRESSION:
+        # The head starts at the mean training target, so the first steps learn the signal, not the offset.
+        with torch.no_grad():
+            model.head.bias.fill_(float(np.mean(data.splits["train"]["label"])))
     max_length, max_len = max_length_of(tokenizer), model.config["max_len"]
     if max_length > max_len:
         raise ConfigError(
@@ -103,6 +117,8 @@ class ClassificationTask:
         self.cfg, self.model, self.splits, self.labels = cfg, model, splits, labels
         self.run_dir, self.env, self.amp = run_dir, env, amp
         self.best_metric = tc.best_metric
+        train_targets = splits["train"].labels if cfg.data.task == MULTI_LABEL else None
+        self.head = head_for(cfg, train_targets)
         self.pad_id = model.config.get("pad_token_id") or PAD_ID
         self.sampler = LengthBucketSampler(
             splits["train"].lengths, tc.batch_size, shuffle=True, seed=cfg.seed, bucket_batches=tc.bucket_batches,
@@ -119,18 +135,21 @@ class ClassificationTask:
         return len(batch["labels"])
 
     def loss(self, model: nn.Module, batch: dict[str, Tensor]) -> Tensor:
-        logits = model(batch["input_ids"], batch["attention_mask"])  # [B, C]
-        return F.cross_entropy(logits, batch["labels"], label_smoothing=self.cfg.train.label_smoothing)
+        if "token_type_ids" in batch:  # sentence pairs
+            logits = model(batch["input_ids"], batch["attention_mask"], batch["token_type_ids"])  # [B, C]
+        else:
+            logits = model(batch["input_ids"], batch["attention_mask"])  # [B, C]
+        return self.head.loss(logits, batch["labels"])
 
     def evaluate(self) -> dict[str, float]:
         metrics, _ = evaluate(
             self.model, self.splits["validation"], self.labels, self.cfg.train.eval_batch_size, self.env.device,
-            self.pad_id, env=self.env, amp=self.amp,
+            self.pad_id, env=self.env, amp=self.amp, head=self.head, tune=True,
         )
-        return {k: metrics[k] for k in ("loss", "accuracy", "macro_f1")}
+        return {k: metrics[k] for k in self.head.metric_names}
 
     def describe(self, metrics: dict[str, float]) -> str:
-        return f"loss {metrics['loss']:.4f} accuracy {metrics['accuracy']:.4f} macro-F1 {metrics['macro_f1']:.4f}"
+        return self.head.describe(metrics)
 
     def save_best(self) -> None:
         save_weights(self.model, self.run_dir / R.WEIGHTS_FILE)
@@ -172,6 +191,8 @@ def finish_run(task: ClassificationTask, data: ClassificationData, state: TrainS
     D.broadcast_module(model, env)  # the other ranks may not see rank 0's disk
     tc, device = cfg.train, env.device
     results: dict[str, Any] = {}
+    if task.head.task != SINGLE_LABEL:
+        return finish_task_run(task, data, state, epochs_done)
     results["validation"], _ = evaluate(
         model, splits["validation"], data.labels, tc.eval_batch_size, device, task.pad_id, env=env, amp=task.amp
     )
@@ -215,4 +236,52 @@ def finish_run(task: ClassificationTask, data: ClassificationData, state: TrainS
         state.best_step, results["validation"]["accuracy"], results["validation"]["macro_f1"],
         results["test"]["accuracy"], results["test"]["macro_f1"], run_dir,
     )
+    return metrics
+
+
+def finish_task_run(task: ClassificationTask, data: ClassificationData, state: TrainState, epochs_done: float) -> dict[str, Any]:
+    """finish_run of a multi_label or regression run: thresholds tuned on validation with the best
+    weights (thresholds.json), validation and test metrics, report and figures (rank 0)."""
+    cfg, model, env, run_dir, splits, head = task.cfg, task.model, task.env, task.run_dir, task.splits, task.head
+    tc = cfg.train
+    results: dict[str, Any] = {}
+    results["validation"], _ = evaluate(
+        model, splits["validation"], data.labels, tc.eval_batch_size, env.device, task.pad_id, env=env, amp=task.amp,
+        head=head, tune=True,
+    )
+    results["test"], test_logits = evaluate(
+        model, splits["test"], data.labels, tc.eval_batch_size, env.device, task.pad_id, env=env, amp=task.amp,
+        head=head,
+    )
+    metrics = {
+        **results, "task": head.task, "best_step": state.best_step, "best_metric": tc.best_metric, "steps": state.step,
+        "epochs": epochs_done, "stopped": state.stopped, "train_seconds": state.seconds,
+        "train_tokens_per_second": state.tokens / max(state.seconds, 1e-9),
+        "num_parameters": sum(p.numel() for p in model.parameters()), "device": str(env.device),
+        "precision": task.amp.name, "world_size": env.world_size, "labels": data.labels,
+        "data": {
+            "source": data.source, "carved_from_train": data.carved,
+            **{f"{name}_examples": len(split) for name, split in splits.items()},
+            "truncated": {name: split.num_truncated for name, split in splits.items()},
+            "empty": {name: split.num_empty for name, split in splits.items()},
+            "pairs": splits["train"].token_type_ids is not None,
+        },
+    }
+    if env.is_main:
+        from tfm_cls.metrics import multi_label_report, regression_report
+        from tfm_cls.plots import plot_per_label_f1, plot_regression_scatter
+
+        write_json(run_dir / R.METRICS_FILE, metrics)
+        write_json(run_dir / R.HISTORY_FILE, state.history)
+        gold = splits["test"].labels
+        if head.task == MULTI_LABEL:
+            write_json(run_dir / THRESHOLDS_FILE, dict(zip(data.labels, map(float, head.current_thresholds(len(data.labels))))))
+            write_text(run_dir / R.REPORT_FILE, multi_label_report(gold, head.predict(test_logits), data.labels))
+            plot_per_label_f1(results["test"]["per_label"], run_dir / R.PER_LABEL_F1_FILE)
+        else:
+            write_text(run_dir / R.REPORT_FILE, regression_report(gold, head.scores(test_logits)))
+            plot_regression_scatter(gold, head.scores(test_logits), run_dir / R.SCATTER_FILE, data.labels[0])
+        plot_training_curves(state.history, run_dir / R.CURVES_FILE, tc.best_metric)
+    summary = ", ".join(f"{k} {results['test'][k]:.4f}" for k in head.summary_keys)
+    logger.info("best (step %d): test %s -> %s", state.best_step, summary, run_dir)
     return metrics
