@@ -11,7 +11,7 @@ import contextlib
 import json
 import logging
 import warnings
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
@@ -26,6 +26,7 @@ from torch import Tensor, nn
 
 import tfm_cls
 from tfm_cls.errors import ExportError
+from tfm_cls.tasks import HEAD_TYPES
 
 logger = logging.getLogger(__name__)
 
@@ -35,15 +36,26 @@ EXPORT_SIZES = {"batch": 2, "sequence": 8, "src_sequence": 9, "tgt_sequence": 7}
 
 
 class ClassifierGraph(nn.Module):
-    """input_ids, attention_mask [batch, seq] -> logits, probabilities [batch, num_classes]."""
+    """input_ids, attention_mask [batch, seq] -> logits [batch, num_classes] and the head's
+    scores: softmax probabilities (single_label), sigmoid probabilities (multi_label) [batch,
+    num_classes], or the value [batch] (regression)."""
 
-    def __init__(self, model: nn.Module):
+    def __init__(self, model: nn.Module, head: str = "single_label"):
         super().__init__()
         self.model = model
+        self.head = HEAD_TYPES[head]()
 
     def forward(self, input_ids: Tensor, attention_mask: Tensor) -> tuple[Tensor, Tensor]:
         logits = self.model(input_ids, attention_mask)  # [batch, num_classes]
-        return logits, logits.softmax(dim=-1)
+        return logits, self.head.torch_scores(logits)
+
+
+class PairClassifierGraph(ClassifierGraph):
+    """Sentence pairs: ClassifierGraph with token_type_ids [batch, seq] (0 = first text, 1 = second)."""
+
+    def forward(self, input_ids: Tensor, attention_mask: Tensor, token_type_ids: Tensor) -> tuple[Tensor, Tensor]:
+        logits = self.model(input_ids, attention_mask, token_type_ids)  # [batch, num_classes]
+        return logits, self.head.torch_scores(logits)
 
 
 class Seq2SeqGraph(nn.Module):
@@ -81,8 +93,15 @@ class DecoderGraph(nn.Module):
         return self.model.decode(tgt_ids, memory, tgt_attention_mask, memory_attention_mask)
 
 
-GRAPHS: dict[str, type[nn.Module]] = {
-    specs.CLASSIFIER.task: ClassifierGraph,
+def _classifier_graph(spec: ExportSpec) -> Callable[[nn.Module], nn.Module]:
+    graph = PairClassifierGraph if "token_type_ids" in spec.input_names else ClassifierGraph
+    head = specs.head_of(spec)
+    return lambda model: graph(model, head)
+
+
+# spec.task -> a function making the graph module of a model
+GRAPHS: dict[str, Callable[[nn.Module], nn.Module]] = {
+    **{spec.task: _classifier_graph(spec) for spec in specs.CLASSIFIER_SPECS},
     specs.SEQ2SEQ.task: Seq2SeqGraph,
     specs.SEQ2SEQ_ENCODER.task: EncoderGraph,
     specs.SEQ2SEQ_DECODER.task: DecoderGraph,
@@ -138,11 +157,22 @@ def sample_inputs(spec: ExportSpec, model: nn.Module, sizes: dict[str, int], see
         mask = (torch.arange(shape[1]).unsqueeze(0) < length.unsqueeze(1)).long()  # [batch, seq]
         if t.name.endswith("attention_mask"):
             out[t.name] = mask
+        elif t.name == "token_type_ids":
+            out[t.name] = token_types(mask, gen)
         else:
             vocab = int(config[vocab_key(t.name, config)])
             ids = torch.randint(0, vocab, shape, generator=gen)
             out[t.name] = ids.masked_fill(mask == 0, pad_id)
     return out
+
+
+def token_types(mask: Tensor, gen: torch.Generator) -> Tensor:
+    """Pair token types for a mask [batch, seq]: 0 up to a random point inside each row's real
+    tokens, 1 after it, 0 under the padding (as the pair template makes them)."""
+    lengths = mask.sum(dim=1)  # [batch]
+    split = (torch.rand(lengths.shape, generator=gen) * (lengths.float() + 1)).long()  # [batch] in 0..length
+    positions = torch.arange(mask.shape[1]).unsqueeze(0)  # [1, seq]
+    return ((positions >= split.unsqueeze(1)) & (mask == 1)).long()  # [batch, seq]
 
 
 def vocab_key(input_name: str, config: dict[str, Any]) -> str:
@@ -241,13 +271,25 @@ def export_classifier(
     labels: list[str],
     max_length: int | None = None,
     fuse: bool = False,
+    head: Any = None,
+    pair: bool = False,
 ) -> Path:
-    """TransformerClassifier -> one .onnx file (logits and probabilities) with tokenizer and labels inside."""
+    """TransformerClassifier -> one .onnx file (logits and the head's scores) with tokenizer and
+    labels inside. `head` (a tfm_cls.tasks.Head; None: single-label) adds the task and, for
+    multi-label, the thresholds to the metadata; `pair`: a token_type_ids input for sentence pairs."""
     num_classes = int(model_config(model)["num_classes"])
-    if len(labels) != num_classes:
-        raise ExportError(f"{len(labels)} label names for a model with num_classes={num_classes}")
-    meta = build_metadata(model, specs.CLASSIFIER, tokenizer=tokenizer, labels=labels, max_length=max_length)
-    return export_graph(model, specs.CLASSIFIER, path, meta, fuse)
+    task = head.task if head is not None else "single_label"
+    expected = 1 if task == "regression" else len(labels)
+    if expected != num_classes:
+        raise ExportError(f"{len(labels)} label names for a {task} model with num_classes={num_classes}")
+    if pair and int(model_config(model).get("type_vocab_size", 0)) < 2:
+        raise ExportError("a sentence-pair export needs a model with token-type embeddings (type_vocab_size >= 2)")
+    spec = specs.classifier_spec(task, pair)
+    extra = {"tfm_cls.head": task, **(head.export_metadata() if head is not None else {}), "tfm_cls.text_pair": pair}
+    if head is None and not pair:
+        extra = None  # a single-label, single-text file carries exactly what it always did
+    meta = build_metadata(model, spec, tokenizer=tokenizer, labels=labels, max_length=max_length, extra=extra)
+    return export_graph(model, spec, path, meta, fuse)
 
 
 def export_seq2seq(
@@ -281,8 +323,12 @@ def export_run(run_dir: str | Path, output: str | Path | None = None, fuse: bool
     """Export the trained classifier of a run directory to `output` (default RUN/model.onnx)."""
     from tfm_cls.runs import load_run
 
+    from tfm_cls.predict import run_head
+
     run = load_run(run_dir)
     path = Path(output) if output else Path(run_dir) / specs.CLASSIFIER.file_name
+    pair = run.config.data.text_pair_column is not None
+    head = run_head(run) if run.config.data.task != "single_label" or pair else None
     return export_classifier(
         run.model,
         path,
@@ -290,4 +336,6 @@ def export_run(run_dir: str | Path, output: str | Path | None = None, fuse: bool
         labels=run.labels,
         max_length=run.config.tokenizer.max_length,
         fuse=fuse,
+        head=head,
+        pair=pair,
     )

@@ -10,9 +10,11 @@ inputs of any size.
     cat texts.txt | python export/infer.py --model model.onnx > predictions.jsonl
 
 Input: .txt (one text per line), .jsonl (an object per line, text in --text-field, optional
-"id"), .csv (a header row, text in --text-field, optional "id" column), or stdin (txt unless
---input-format says otherwise). Output: JSONL (default) or CSV (--output x.csv or --output-format
-csv) with id, label, score, the probability of every label, and whether the text was truncated.
+"id"), .csv / .tsv (a header row, text in --text-field, optional "id" column), or stdin (txt unless
+--input-format says otherwise); a sentence-pair model reads the second text from --pair-field.
+Output: JSONL (default) or CSV (--output x.csv or --output-format csv), one row per text, in input
+order: id, label, score, the probability of every label, and whether the text was truncated;
+multi-label models list every label over its threshold with its score; regression rows hold the value.
 """
 
 from __future__ import annotations
@@ -37,10 +39,14 @@ log = logging.getLogger("tfm_cls.infer")
 FORMAT_KEY = "tfm_cls.format"
 FORMAT_VERSION = "tfm_cls-onnx/1"
 TASK = "text-classification"
+# Every classifier export this script runs (export/spec.py: CLASSIFIER_TASKS, "-pair" for sentence pairs).
+TASKS = {"text-classification": "single_label", "multi-label-classification": "multi_label",
+         "text-regression": "regression"}
+PAIR_SUFFIX = "-pair"
 
-INPUT_FORMATS = ("txt", "jsonl", "csv")
+INPUT_FORMATS = ("txt", "jsonl", "csv", "tsv")
 OUTPUT_FORMATS = ("jsonl", "csv")
-_EXTENSIONS = {".txt": "txt", ".jsonl": "jsonl", ".ndjson": "jsonl", ".csv": "csv"}
+_EXTENSIONS = {".txt": "txt", ".jsonl": "jsonl", ".ndjson": "jsonl", ".csv": "csv", ".tsv": "tsv"}
 
 
 class InferenceError(Exception):
@@ -53,6 +59,8 @@ class Record:
 
     id: str
     text: str
+    pair: str | None = None
+    """Sentence pairs: the second text."""
 
 
 @dataclass
@@ -98,9 +106,9 @@ def read_metadata(session: ort.InferenceSession, model_path: str) -> dict[str, s
             f"{model_path} is not a tfm_cls model: metadata {FORMAT_KEY!r} should be {FORMAT_VERSION!r}, "
             f"found {found!r}. Export one with `make export RUN=<run dir>`."
         )
-    task = meta.get("tfm_cls.task")
-    if task != TASK:
-        raise InferenceError(f"{model_path} is a tfm_cls {task!r} model; this script runs {TASK!r} models")
+    task = meta.get("tfm_cls.task") or ""
+    if task.removesuffix(PAIR_SUFFIX) not in TASKS:
+        raise InferenceError(f"{model_path} is a tfm_cls {task!r} model; this script runs {sorted(TASKS)} models")
     return meta
 
 
@@ -124,37 +132,69 @@ class Classifier:
         self.pad_id = int(json.loads(meta["tfm_cls.model_config"])["pad_token_id"])
         self.tokenizer = Tokenizer.from_str(meta["tfm_cls.tokenizer"])
         self.tokenizer.no_padding()  # batches are padded here, to their own longest row
-        self.tokenizer.enable_truncation(self.max_length)
+        # A pair is truncated by shortening its longer text first.
+        self.tokenizer.enable_truncation(self.max_length, strategy="longest_first")
         self.output_names = [o.name for o in self.session.get_outputs()]
+        task = meta["tfm_cls.task"]
+        self.head = TASKS[task.removesuffix(PAIR_SUFFIX)]
+        self.pair = task.endswith(PAIR_SUFFIX)
+        self.ensure_label = json.loads(meta.get("tfm_cls.ensure_label", "true"))
+        fixed = float(json.loads(meta.get("tfm_cls.fixed_threshold", "0.5")))
+        saved = json.loads(meta.get("tfm_cls.thresholds", "null"))
+        self.thresholds = np.asarray(saved if saved is not None else [fixed] * len(self.labels), dtype=np.float64)
 
-    def encode(self, texts: list[str]) -> tuple[list[list[int]], list[bool]]:
-        """Token ids of each text (truncated to max_length) and whether it was truncated."""
-        encodings = self.tokenizer.encode_batch(texts)
-        return [e.ids for e in encodings], [bool(e.overflowing) for e in encodings]
+    def encode(self, texts: list[str], pairs: list[str] | None = None) -> tuple[list[list[int]], list[list[int]], list[bool]]:
+        """Token ids and token types of each text or pair (truncated to max_length), and whether
+        it was truncated."""
+        encodings = self.tokenizer.encode_batch(list(zip(texts, pairs)) if pairs is not None else texts)
+        return [e.ids for e in encodings], [e.type_ids for e in encodings], [bool(e.overflowing) for e in encodings]
 
-    def run(self, ids: list[list[int]]) -> np.ndarray:
-        """Probabilities [batch, num_classes] for one batch of token id lists, padded here."""
+    def run(self, ids: list[list[int]], types: list[list[int]] | None = None) -> np.ndarray:
+        """Scores for one batch of token id lists, padded here: probabilities [batch, num_classes]
+        (softmax, or per-label sigmoid for multi-label), or values [batch] (regression)."""
         length = max(len(x) for x in ids)
         input_ids = np.full((len(ids), length), self.pad_id, dtype=np.int64)  # [batch, seq]
         attention_mask = np.zeros((len(ids), length), dtype=np.int64)  # [batch, seq], 1 = token
+        token_type_ids = np.zeros((len(ids), length), dtype=np.int64)  # [batch, seq]
         for row, x in enumerate(ids):
             input_ids[row, : len(x)] = x
             attention_mask[row, : len(x)] = 1
+            if types is not None:
+                token_type_ids[row, : len(x)] = types[row]
         feeds = {"input_ids": input_ids, "attention_mask": attention_mask}
+        if self.pair:
+            feeds["token_type_ids"] = token_type_ids
+        if self.head == "regression":
+            return self.session.run(["value"], feeds)[0]
         if "probabilities" in self.output_names:
             return self.session.run(["probabilities"], feeds)[0]
         logits = self.session.run(["logits"], feeds)[0]  # [batch, num_classes]
         return _softmax(logits)
 
-    def predict_proba(self, texts: list[str], batch_size: int = 32) -> tuple[np.ndarray, list[bool]]:
-        """Probabilities [len(texts), num_classes] in input order; batches are formed by length."""
-        ids, truncated = self.encode(texts)
-        probs = np.empty((len(texts), len(self.labels)), dtype=np.float32)
+    def predict_proba(
+        self, texts: list[str], batch_size: int = 32, pairs: list[str] | None = None
+    ) -> tuple[np.ndarray, list[bool]]:
+        """Scores in input order ([len(texts), num_classes]; regression [len(texts)]); batches
+        are formed by length."""
+        if self.pair and pairs is None:
+            raise InferenceError("this model classifies sentence pairs: give each text its second text")
+        ids, types, truncated = self.encode(texts, pairs if self.pair else None)
+        width = () if self.head == "regression" else (len(self.labels),)
+        probs = np.empty((len(texts), *width), dtype=np.float32)
         order = sorted(range(len(ids)), key=lambda i: len(ids[i]))
         for start in range(0, len(order), batch_size):
             rows = order[start : start + batch_size]
-            probs[rows] = self.run([ids[i] for i in rows])
+            probs[rows] = self.run([ids[i] for i in rows], [types[i] for i in rows])
         return probs, truncated
+
+    def decide(self, probs: np.ndarray) -> np.ndarray:
+        """Multi-label decisions [N, C] (0/1): probability >= the label's threshold; a row with
+        none over its threshold gets its most probable label unless the export says otherwise."""
+        chosen = probs >= self.thresholds[None, :]
+        if self.ensure_label and len(chosen):
+            empty = ~chosen.any(axis=1)
+            chosen[empty, probs[empty].argmax(axis=1)] = True
+        return chosen
 
 
 def _softmax(logits: np.ndarray) -> np.ndarray:
@@ -197,9 +237,11 @@ def decoded_lines(stream, name: str, invalid_utf8: str, stats: Stats) -> Iterato
 
 
 def read_records(
-    stream, name: str, fmt: str, text_field: str, invalid_utf8: str, stats: Stats
+    stream, name: str, fmt: str, text_field: str, invalid_utf8: str, stats: Stats, pair_field: str | None = None
 ) -> Iterator[Record]:
-    """Records from a txt / jsonl / csv binary stream, lazily; empty texts are counted and skipped."""
+    """Records from a txt / jsonl / csv / tsv binary stream, lazily; empty texts are counted and
+    skipped. With `pair_field`, each record also holds a pair's second text (jsonl field, csv/tsv
+    column); a row without it is an error naming the file and line."""
     lines = decoded_lines(stream, name, invalid_utf8, stats)
 
     def keep(lineno: int, text: str) -> bool:
@@ -209,6 +251,16 @@ def read_records(
         if len(stats.empty_lines) < 5:
             stats.empty_lines.append(lineno)
         return False
+
+    if pair_field is not None and fmt == "txt":
+        raise InferenceError(f"{name}: sentence pairs need jsonl, csv or tsv input (fields {text_field!r} and {pair_field!r})")
+
+    def second(value, where: str):
+        if pair_field is None:
+            return None
+        if not isinstance(value, str) or not value.strip():
+            raise InferenceError(f"{where}: the pair's second text {pair_field!r} is missing or empty")
+        return value
 
     if fmt == "txt":
         for lineno, text in lines:
@@ -228,19 +280,22 @@ def read_records(
                     f"{name}:{lineno}: expected an object with a string field {text_field!r}, got {line[:80]!r}"
                 )
             if keep(lineno, obj[text_field]):
-                yield Record(str(obj.get("id", lineno)), obj[text_field])
-    elif fmt == "csv":
+                pair = second(obj.get(pair_field), f"{name}:{lineno}")
+                yield Record(str(obj.get("id", lineno)), obj[text_field], pair)
+    elif fmt in ("csv", "tsv"):
         # csv pulls further lines itself for quoted fields that span lines; line_num tracks them.
         text_lines = (text for _, text in lines)
-        reader = csv.DictReader(text_lines)
-        if reader.fieldnames is None or text_field not in reader.fieldnames:
+        reader = csv.DictReader(text_lines, delimiter="\t" if fmt == "tsv" else ",")
+        wanted = [text_field] + ([pair_field] if pair_field else [])
+        if reader.fieldnames is None or any(f not in reader.fieldnames for f in wanted):
             raise InferenceError(
-                f"{name}: expected a header row with a {text_field!r} column, got {reader.fieldnames}"
+                f"{name}: expected a header row with column(s) {wanted}, got {reader.fieldnames}"
             )
         for row_number, row in enumerate(reader, start=1):
             text = row[text_field] or ""
             if keep(reader.line_num, text):
-                yield Record(str(row.get("id") or row_number), text)
+                pair = second(row.get(pair_field) if pair_field else None, f"{name}:{reader.line_num}")
+                yield Record(str(row.get("id") or row_number), text, pair)
     else:
         raise InferenceError(f"unknown input format {fmt!r}; expected one of {INPUT_FORMATS}")
 
@@ -262,13 +317,44 @@ def chunks(records: Iterable[Record], size: int) -> Iterator[list[Record]]:
 class Writer:
     """Writes predictions as JSONL or CSV, one row per record, as they come."""
 
-    def __init__(self, stream, fmt: str, labels: list[str]):
+    def __init__(self, stream, fmt: str, labels: list[str], classifier: Classifier | None = None):
         self.stream, self.fmt, self.labels = stream, fmt, labels
+        self.head = classifier.head if classifier is not None else "single_label"
+        self.classifier = classifier
         if fmt == "csv":
             self.csv = csv.writer(stream)
-            self.csv.writerow(["id", "label", "score", *(f"prob_{label}" for label in labels), "truncated"])
+            if self.head == "regression":
+                self.csv.writerow(["id", "value", "truncated"])
+            elif self.head == "multi_label":
+                self.csv.writerow(["id", "labels", *(f"prob_{label}" for label in labels), "truncated"])
+            else:
+                self.csv.writerow(["id", "label", "score", *(f"prob_{label}" for label in labels), "truncated"])
 
-    def write(self, record: Record, probs: np.ndarray, truncated: bool) -> None:
+    def write(self, record: Record, probs: np.ndarray, truncated: bool, chosen: np.ndarray | None = None) -> None:
+        """One output row: single-label label + score + probabilities; multi-label every label
+        over its threshold (most probable first) with its score; regression the value."""
+        if self.head == "regression":
+            if self.fmt == "jsonl":
+                row = {"id": record.id, "value": round(float(probs), 6), "truncated": truncated}
+                self.stream.write(json.dumps(row, ensure_ascii=False) + "\n")
+            else:
+                self.csv.writerow([record.id, f"{float(probs):.6f}", int(truncated)])
+            return
+        if self.head == "multi_label":
+            picked = [j for j in np.argsort(-probs, kind="stable") if chosen is not None and chosen[j]]
+            if self.fmt == "jsonl":
+                row = {
+                    "id": record.id,
+                    "labels": [self.labels[j] for j in picked],
+                    "scores": [round(float(probs[j]), 6) for j in picked],
+                    "probabilities": {label: round(float(p), 6) for label, p in zip(self.labels, probs)},
+                    "truncated": truncated,
+                }
+                self.stream.write(json.dumps(row, ensure_ascii=False) + "\n")
+            else:
+                names = "|".join(self.labels[j] for j in picked)
+                self.csv.writerow([record.id, names, *(f"{p:.6f}" for p in probs), int(truncated)])
+            return
         best = int(probs.argmax())
         if self.fmt == "jsonl":
             row = {
@@ -303,9 +389,11 @@ def classify_stream(classifier: Classifier, records: Iterable[Record], writer: W
     bar = _progress(args.no_progress)
     # A chunk is sorted by length and cut into batches; its size bounds the memory used.
     for chunk in chunks(records, args.batch_size * args.chunk_batches):
-        probs, truncated = classifier.predict_proba([r.text for r in chunk], args.batch_size)
-        for record, p, t in zip(chunk, probs, truncated):
-            writer.write(record, p, t)
+        pairs = [r.pair for r in chunk] if classifier.pair else None
+        probs, truncated = classifier.predict_proba([r.text for r in chunk], args.batch_size, pairs)
+        chosen = classifier.decide(probs) if classifier.head == "multi_label" else [None] * len(chunk)
+        for record, p, t, c in zip(chunk, probs, truncated, chosen):
+            writer.write(record, p, t, c)
         stats.texts += len(chunk)
         stats.truncated += sum(truncated)
         if bar is not None:
@@ -321,7 +409,9 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--output", default="-", help="jsonl / csv file, or - for stdout (default)")
     p.add_argument("--input-format", choices=INPUT_FORMATS, help="default: from the extension; txt for stdin")
     p.add_argument("--output-format", choices=OUTPUT_FORMATS, help="default: from the extension; jsonl for stdout")
-    p.add_argument("--text-field", default="text", help="the text's key (jsonl) or column (csv)")
+    p.add_argument("--text-field", default="text", help="the text's key (jsonl) or column (csv/tsv)")
+    p.add_argument("--pair-field", default="text_pair",
+                   help="sentence-pair models: the second text's key (jsonl) or column (csv/tsv) (default: text_pair)")
     p.add_argument("--batch-size", type=int, default=32)
     p.add_argument("--chunk-batches", type=int, default=32, help="batches read and sorted by length at once")
     p.add_argument("--max-length", type=int, help="truncate to fewer tokens than the model's maximum")
@@ -362,8 +452,9 @@ def main(argv: list[str] | None = None) -> int:
         done = False
         try:
             name = "<stdin>" if args.input == "-" else args.input
-            records = read_records(source, name, in_fmt, args.text_field, args.invalid_utf8, stats)
-            classify_stream(classifier, records, Writer(sink, out_fmt, classifier.labels), args, stats)
+            pair_field = args.pair_field if classifier.pair else None
+            records = read_records(source, name, in_fmt, args.text_field, args.invalid_utf8, stats, pair_field)
+            classify_stream(classifier, records, Writer(sink, out_fmt, classifier.labels, classifier), args, stats)
             done = True
         finally:
             if source is not sys.stdin.buffer:

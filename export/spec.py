@@ -77,6 +77,42 @@ CLASSIFIER = ExportSpec(
     dynamic_axes=frozenset(_BS),
 )
 
+# The other heads (tfm_cls.tasks) and sentence pairs: the same graph with their own outputs and,
+# for pairs, a third input. The file's "tfm_cls.task" names one of these specs.
+CLASSIFIER_TASKS = {"single_label": "text-classification", "multi_label": "multi-label-classification",
+                    "regression": "text-regression"}
+PAIR_SUFFIX = "-pair"
+TOKEN_TYPES = TensorSpec(name="token_type_ids", dtype="int64", shape=_BS)  # 0 = first text, 1 = second
+
+
+def classifier_spec(head: str = "single_label", pair: bool = False) -> ExportSpec:
+    """The spec of a classifier with `head` (single_label: softmax `probabilities`; multi_label:
+    sigmoid `probabilities`; regression: `value` [batch]) and, for pairs, `token_type_ids`."""
+    if head not in CLASSIFIER_TASKS:
+        raise ValueError(f"unknown head {head!r}; expected one of {sorted(CLASSIFIER_TASKS)}")
+    if head == "single_label" and not pair:
+        return CLASSIFIER
+    second = (TensorSpec(name="value", dtype="float32", shape=("batch",)) if head == "regression"
+              else TensorSpec(name="probabilities", dtype="float32", shape=("batch", "num_classes")))
+    return ExportSpec(
+        task=CLASSIFIER_TASKS[head] + (PAIR_SUFFIX if pair else ""),
+        file_name="model.onnx",
+        inputs=CLASSIFIER.inputs + ((TOKEN_TYPES,) if pair else ()),
+        outputs=(CLASSIFIER.outputs[0], second),
+        dynamic_axes=frozenset(_BS),
+    )
+
+
+def head_of(spec: ExportSpec) -> str | None:
+    """The head of a classifier spec (None for the seq2seq graphs)."""
+    for head, task in CLASSIFIER_TASKS.items():
+        if spec.task in (task, task + PAIR_SUFFIX):
+            return head
+    return None
+
+
+CLASSIFIER_SPECS = tuple(classifier_spec(h, p) for h in CLASSIFIER_TASKS for p in (False, True))
+
 _SRC = ("batch", "src_sequence")
 _TGT = ("batch", "tgt_sequence")
 SEQ2SEQ = ExportSpec(
@@ -116,7 +152,7 @@ SEQ2SEQ_DECODER = ExportSpec(
     dynamic_axes=frozenset(("batch", "src_sequence", "tgt_sequence")),
 )
 
-SPECS = {s.task: s for s in (CLASSIFIER, SEQ2SEQ, SEQ2SEQ_ENCODER, SEQ2SEQ_DECODER)}
+SPECS = {s.task: s for s in (*CLASSIFIER_SPECS, SEQ2SEQ, SEQ2SEQ_ENCODER, SEQ2SEQ_DECODER)}
 
 
 def spec_for_task(task: str | None, where: str = "model") -> ExportSpec:

@@ -33,7 +33,7 @@ import numpy as np
 import onnxruntime as ort
 import torch
 from tfm_cls.export import spec as specs
-from tfm_cls.export.exporter import EXPORT_SIZES, vocab_key
+from tfm_cls.export.exporter import EXPORT_SIZES, token_types, vocab_key
 from tfm_cls.export.seq2seq import MonolithicGreedyDecoder, SplitGreedyDecoder
 from tfm_cls.export.spec import ExportSpec
 from torch import Tensor, nn
@@ -154,6 +154,8 @@ def case_inputs(spec: ExportSpec, model: nn.Module, case: Case, gen: torch.Gener
         mask = masks[t.shape[1]]
         if t.name.endswith("attention_mask"):
             out[t.name] = mask
+        elif t.name == "token_type_ids":  # sentence pairs: a second segment in every row with tokens
+            out[t.name] = token_types(mask, gen)
         else:
             vocab = int(config[vocab_key(t.name, config)])
             ids = torch.randint(0, vocab, mask.shape, generator=gen)

@@ -202,11 +202,12 @@ def cmd_quantize(args: argparse.Namespace) -> int:
     int8 = Path(args.output) if args.output else fp32.with_name(fp32.stem + ".int8.onnx")
     report = quantize_and_evaluate(
         fp32, args.data, int8, threshold=args.threshold, per_channel=args.per_channel,
-        batch_size=args.batch_size, limit=args.limit,
+        batch_size=args.batch_size, limit=args.limit, text_field=args.text_field, label_field=args.label_field,
+        pair_field=args.pair_field,
     )
     print(report)
     if not report.accepted:
-        raise _Failed(f"int8 model rejected: accuracy fell by more than {args.threshold} points", 1)
+        raise _Failed(f"int8 model rejected: {report.metric} fell by more than {args.threshold} points", 1)
     return 0
 
 
@@ -291,10 +292,13 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--data", required=True, help="labelled .jsonl/.csv file (text, label) to evaluate on")
     p.add_argument("--model", help="fp32 ONNX file (default RUN/model.onnx)")
     p.add_argument("--output", help="int8 file (default RUN/model.int8.onnx)")
-    p.add_argument("--threshold", type=float, default=0.5, help="largest accepted accuracy drop, in points")
+    p.add_argument("--threshold", type=float, default=0.5, help="largest accepted drop of the task's metric (accuracy, micro-F1, Pearson x 100), in points")
     p.add_argument("--per-channel", action="store_true", help="per-channel weight scales")
     p.add_argument("--batch-size", type=_positive, default=64)
     p.add_argument("--limit", type=_positive, help="evaluate on the first N examples only")
+    p.add_argument("--text-field", default="text", help="the text's key / column (default: text)")
+    p.add_argument("--label-field", default="label", help="the label's key / column (default: label)")
+    p.add_argument("--pair-field", default="text_pair", help="sentence-pair models: the second text's key")
     p.set_defaults(func=cmd_quantize)
 
     p = sub.add_parser(

@@ -201,7 +201,8 @@ def _select_columns(dsd: DatasetDict, cfg: DataConfig, source: str) -> DatasetDi
         if missing:
             raise DataError(
                 f"{source} ({split} split): column(s) {missing} not found; the columns are {ds.column_names}. "
-                "Set data.text_columns / data.text_pair_column / data.label_column (or data.rename_columns)"
+                "Set data.text_columns / data.label_column (or data.rename_columns)"
+                + (" / data.text_pair_column" if pair else "")
             )
         if pair:
             ds = _second_texts(ds, cfg.text_pair_column, _split_where(cfg, source, split))

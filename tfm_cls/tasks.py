@@ -241,6 +241,9 @@ class RegressionHead(Head):
         return [{"value": float(v)} for v in logits[:, 0]]
 
 
+HEAD_TYPES: dict[str, type[Head]] = {SINGLE_LABEL: Head, MULTI_LABEL: MultiLabelHead, REGRESSION: RegressionHead}
+
+
 def positive_weights(targets: np.ndarray, max_weight: float = 100.0) -> Tensor:
     """`balanced` BCE positive-class weights [C]: negatives / positives per label (as
     torch.nn.BCEWithLogitsLoss's docs suggest), clipped to `max_weight`; 1 for a label never positive."""
@@ -267,10 +270,6 @@ def head_for(cfg: Any, train_targets: np.ndarray | None = None, thresholds: np.n
     return Head(label_smoothing=cfg.train.label_smoothing)
 
 
-def metric_names(task: str) -> tuple[str, ...]:
-    """The validation metrics a task reports (train.best_metric must be one of them)."""
-    return {SINGLE_LABEL: Head.metric_names, MULTI_LABEL: MultiLabelHead.metric_names,
-            REGRESSION: RegressionHead.metric_names}[task]
 
 
 def task_report(head: Head, targets: np.ndarray, logits: np.ndarray, labels: list[str]) -> str:
