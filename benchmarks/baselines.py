@@ -4,6 +4,12 @@
     tfidf-char-svm    word 1-2 + char 2-5-grams + LinearSVC
 For Chinese text (detected from the characters) both use char 1-3-grams instead. The
 regularisation C is picked on the validation split (as our model picks its best checkpoint there).
+
+Task-aware baselines (`run_task_baseline`, data.task / sentence pairs; docs/tasks.md):
+    tfidf-ovr-lr      multi-label: one-vs-rest LogisticRegression on the word 1-2-gram TF-IDF, each
+                      label's threshold tuned on validation as ours is (tfm_cls.tasks.best_threshold)
+    tfidf-pair-lr     pairs, classes: TF-IDF of each side, plus |a - b| and a * b, LogisticRegression
+    tfidf-pair-ridge  pairs, a score: the same features, Ridge regression
 """
 
 from __future__ import annotations
@@ -55,6 +61,9 @@ BASELINES: dict[str, tuple[Callable[[float, bool], Pipeline], tuple[float, ...]]
 class Split:
     texts: list[str]
     labels: np.ndarray
+    """single-label ids [N]; multi-label multi-hot [N, C]; regression values [N]."""
+    pairs: list[str] | None = None
+    """Sentence pairs: the second texts."""
 
 
 def run_baseline(name: str, train: Split, validation: Split, test: Split) -> dict:
@@ -82,3 +91,90 @@ def run_baseline(name: str, train: Split, validation: Split, test: Split) -> dic
         "predict_texts_per_s": len(test.texts) / max(predict_seconds, 1e-9),
         "C": c,
     }
+
+
+# ---- task-aware baselines ------------------------------------------------------------------------
+
+
+def _pair_features(vec: TfidfVectorizer, split: Split):
+    """[a, b, |a - b|, a * b] of the two sides' TF-IDF vectors (sparse)."""
+    from scipy import sparse
+
+    a, b = vec.transform(split.texts), vec.transform(split.pairs)
+    return sparse.hstack([a, b, abs(a - b), a.multiply(b)]).tocsr()
+
+
+def task_baseline_names(task: str, pairs: bool) -> list[str]:
+    if task == "multi_label":
+        return ["tfidf-ovr-lr"]
+    if task == "regression":
+        return ["tfidf-pair-ridge"] if pairs else ["tfidf-ridge"]
+    return ["tfidf-pair-lr"] if pairs else list(BASELINES)
+
+
+def run_task_baseline(name: str, train: Split, validation: Split, test: Split) -> dict:
+    """Fit a task-aware baseline; C / alpha picked on validation by the task's metric; test metrics
+    computed with tfm_cls.metrics (the same functions as ours)."""
+    from sklearn.linear_model import Ridge
+    from sklearn.multiclass import OneVsRestClassifier
+
+    from tfm_cls.metrics import classification_metrics, multi_label_metrics, regression_metrics
+    from tfm_cls.tasks import decide, tune_thresholds
+
+    if name in BASELINES:
+        return run_baseline(name, train, validation, test)
+    start = time.perf_counter()
+    vec = TfidfVectorizer(ngram_range=(1, 2), sublinear_tf=True, min_df=1)
+    if train.pairs is not None:
+        vec.fit(train.texts + train.pairs)
+        features = {k: _pair_features(vec, s) for k, s in (("train", train), ("validation", validation))}
+        transform = lambda split: _pair_features(vec, split)  # noqa: E731
+    else:
+        vec.fit(train.texts)
+        features = {k: vec.transform(s.texts) for k, s in (("train", train), ("validation", validation))}
+        transform = lambda split: vec.transform(split.texts)  # noqa: E731
+    best = None
+    if name == "tfidf-ovr-lr":
+        names = [str(i) for i in range(train.labels.shape[1])]
+        for c in (1.0, 4.0, 16.0):
+            model = OneVsRestClassifier(LogisticRegression(C=c, max_iter=2000), n_jobs=1).fit(features["train"], train.labels)
+            probs = model.predict_proba(features["validation"])
+            thresholds = tune_thresholds(probs, validation.labels, "per_label")
+            score = multi_label_metrics(validation.labels, decide(probs, thresholds, True), names)["macro_f1"]
+            if best is None or score > best[0]:
+                best = (score, c, model, thresholds)
+        fit_minutes = (time.perf_counter() - start) / 60
+        score, c, model, thresholds = best
+        t0 = time.perf_counter()
+        pred = decide(model.predict_proba(transform(test)), thresholds, True)
+        m = multi_label_metrics(test.labels, pred, names)
+        out = {"macro_f1": m["macro_f1"], "micro_f1": m["micro_f1"], "subset_accuracy": m["subset_accuracy"],
+               "metric_name": "macro_f1", "metric": m["macro_f1"]}
+    elif name in ("tfidf-pair-ridge", "tfidf-ridge"):
+        for alpha in (0.3, 1.0, 3.0, 10.0):
+            model = Ridge(alpha=alpha).fit(features["train"], train.labels)
+            score = regression_metrics(validation.labels, model.predict(features["validation"]))["pearson"]
+            if best is None or score > best[0]:
+                best = (score, alpha, model, None)
+        fit_minutes = (time.perf_counter() - start) / 60
+        score, c, model, _ = best
+        t0 = time.perf_counter()
+        m = regression_metrics(test.labels, model.predict(transform(test)))
+        out = {"pearson": m["pearson"], "spearman": m["spearman"], "mse": m["mse"], "metric_name": "pearson",
+               "metric": m["pearson"]}
+    else:  # tfidf-pair-lr
+        for c in (1.0, 4.0, 16.0):
+            model = LogisticRegression(C=c, max_iter=3000).fit(features["train"], train.labels)
+            score = accuracy_score(validation.labels, model.predict(features["validation"]))
+            if best is None or score > best[0]:
+                best = (score, c, model, None)
+        fit_minutes = (time.perf_counter() - start) / 60
+        score, c, model, _ = best
+        t0 = time.perf_counter()
+        pred = model.predict(transform(test))
+        names = [str(i) for i in range(int(train.labels.max()) + 1)]
+        m = classification_metrics(test.labels, pred, names)
+        out = {"accuracy": m["accuracy"], "macro_f1": m["macro_f1"], "metric_name": "accuracy", "metric": m["accuracy"]}
+    predict_seconds = time.perf_counter() - t0
+    return {"system": name, **out, "validation_metric": float(score), "train_minutes": fit_minutes,
+            "predict_texts_per_s": len(test.texts) / max(predict_seconds, 1e-9), "C": c}

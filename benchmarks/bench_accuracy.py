@@ -9,6 +9,7 @@ table: test accuracy, macro-F1, training minutes, prediction texts/s (end to end
     python benchmarks/bench_accuracy.py --datasets trec,sms_spam --minutes 5
     python benchmarks/bench_accuracy.py --quick                                    # smoke run
     python benchmarks/bench_accuracy.py --variants ours,minilm                     # more columns
+    python benchmarks/bench_accuracy.py --datasets go_emotions,sick,sick-relatedness --int8   # issue 15
 Writes bench_results/accuracy-<time>.json; runs go to bench_results/runs/<dataset>-<variant>.
 
 Adding a column = adding a Variant to VARIANTS (config template + overlay configs, optionally a
@@ -35,10 +36,14 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from baselines import BASELINES, Split, run_baseline  # noqa: E402
+from baselines import Split, run_task_baseline, task_baseline_names  # noqa: E402
 from bench_mlm import FINETUNE_OVERLAY, prepare_mlm  # noqa: E402
 
-DATASETS = ("sst2", "trec", "ag_news", "mr_polarity", "sms_spam", "tnews")
+DATASETS = ("sst2", "trec", "ag_news", "mr_polarity", "sms_spam", "tnews", "go_emotions", "sick", "sick-relatedness")
+# A dataset name whose files lie in another folder (one folder, two targets).
+DATA_FOLDERS = {"sick-relatedness": "sick"}
+# The metric each task is judged by (the "metric" column), as in docs/tasks.md.
+TASK_METRIC = {"single_label": "accuracy", "multi_label": "macro_f1", "regression": "pearson"}
 
 # Test accuracy (%) of the TF-IDF baselines as measured earlier by the lead (ag_news: 5k train).
 REFERENCE = {"sst2": 84.8, "trec": 88.4, "ag_news": 88.9, "mr_polarity": 80.4, "sms_spam": 99.3, "tnews": 57.1}
@@ -73,13 +78,15 @@ def quick_overrides() -> list[str]:
     return ["data.max_train_samples=1500", "train.epochs=1", "train.max_minutes=0.5", "train.eval_every=null"]
 
 
-def run_variant(variant: Variant, dataset: str, folder: Path, args: argparse.Namespace, test_texts: list[str]) -> dict:
+def run_variant(variant: Variant, dataset: str, folder: Path, args: argparse.Namespace, test: Split) -> dict:
     import torch
 
     from tfm_cls.config import ClassifierConfig, load_config
-    from tfm_cls.predict import predict_proba
+    from tfm_cls.predict import predict_proba, predict_task_logits
     from tfm_cls.runs import load_run
     from tfm_cls.train import train
+
+    test_texts = test.texts
 
     config_path = variant.config_path(dataset)
     if not config_path.is_file():
@@ -102,15 +109,25 @@ def run_variant(variant: Variant, dataset: str, folder: Path, args: argparse.Nam
     cfg = load_config(ClassifierConfig, [config_path, *(ROOT / o for o in variant.overlays)], overrides)
     metrics = train(cfg, overwrite=True)
     run = load_run(run_dir)
-    predict_proba(run, test_texts[:64])  # warm-up
-    start = time.perf_counter()
-    predict_proba(run, test_texts, batch_size=64)
+    if cfg.data.task == "single_label" and test.pairs is None:
+        predict_proba(run, test_texts[:64])  # warm-up
+        start = time.perf_counter()
+        predict_proba(run, test_texts, batch_size=64)
+    else:
+        predict_task_logits(run, test_texts[:64], None if test.pairs is None else test.pairs[:64])  # warm-up
+        start = time.perf_counter()
+        predict_task_logits(run, test_texts, test.pairs, batch_size=64)
     seconds = time.perf_counter() - start
+    metric_name = TASK_METRIC[cfg.data.task]
+    int8 = int8_row(run_dir, cfg, folder, test) if args.int8 else {}
     return {
         "system": variant.name,
-        "accuracy": metrics["test"]["accuracy"],
-        "macro_f1": metrics["test"]["macro_f1"],
-        "validation_accuracy": metrics["validation"]["accuracy"],
+        "accuracy": metrics["test"].get("accuracy"),
+        "macro_f1": metrics["test"].get("macro_f1"),
+        "metric_name": metric_name,
+        "metric": metrics["test"][metric_name],
+        "validation_metric": metrics["validation"][metric_name],
+        **int8,
         "train_minutes": metrics["train_seconds"] / 60 + pretrain_minutes,
         "pretrain_minutes": pretrain_minutes,
         "predict_texts_per_s": len(test_texts) / max(seconds, 1e-9),
@@ -122,29 +139,67 @@ def run_variant(variant: Variant, dataset: str, folder: Path, args: argparse.Nam
     }
 
 
-def dataset_splits(dataset: str, folder: Path, args: argparse.Namespace) -> dict[str, Split]:
-    """The splits every system sees: the data section of the dataset's config, on local files."""
+def int8_row(run_dir: Path, cfg, folder: Path, test: Split) -> dict:
+    """Export the run, quantize it to int8 (gated on the task's metric on validation.jsonl) and
+    measure the int8 file's texts/s on the test texts with export/infer.py on one thread."""
+    from tfm_cls.export.exporter import export_run
+    from tfm_cls.export.infer import Classifier
+    from tfm_cls.export.quantize import quantize_and_evaluate
+
+    fp32 = export_run(run_dir)
+    report = quantize_and_evaluate(
+        fp32, folder / "validation.jsonl", threshold=1.0, text_field=cfg.data.text_columns[0],
+        label_field=cfg.data.label_column, pair_field=cfg.data.text_pair_column or "text_pair",
+    )
+    row = {"int8_accepted": report.accepted, "int8_gate_metric": report.metric,
+           "int8_gate_fp32": report.accuracy_fp32, "int8_gate_int8": report.accuracy_int8}
+    if report.accepted:
+        clf = Classifier(report.int8_path, threads=1)
+        clf.predict_proba(test.texts[:64], 64, None if test.pairs is None else test.pairs[:64])  # warm-up
+        start = time.perf_counter()
+        clf.predict_proba(test.texts, 64, test.pairs)
+        row["int8_texts_per_s"] = len(test.texts) / max(time.perf_counter() - start, 1e-9)
+    return row
+
+
+def dataset_splits(dataset: str, folder: Path, args: argparse.Namespace) -> tuple[dict[str, Split], str]:
+    """The splits every system sees (the data section of the dataset's config, on local files)
+    and the task type."""
     from tfm_cls.config import ClassifierConfig, load_config
     from tfm_cls.data import load_data
 
     overrides = [f"data.path={folder}"] + (["data.max_train_samples=1500"] if args.quick else [])
     cfg = load_config(ClassifierConfig, ROOT / f"configs/cls/{dataset}.yaml", overrides)
     data = load_data(cfg.data)
-    return {name: Split(list(ds["text"]), np.asarray(ds["label"])) for name, ds in data.splits.items()}
+    splits = {}
+    for name, ds in data.splits.items():
+        pairs = list(ds["text_pair"]) if "text_pair" in ds.column_names else None
+        splits[name] = Split(list(ds["text"]), np.asarray(ds["label"]), pairs)
+    return splits, cfg.data.task
+
+
+def _pct(value: float | None) -> str:
+    return "" if value is None else f"{100 * value:.1f}"
 
 
 def format_table(rows: list[dict]) -> str:
-    header = f"{'dataset':<12} {'system':<24} {'test acc':>8} {'macro-F1':>8} {'train min':>9} {'predict/s':>10} {'lead ref':>8}"
+    header = (f"{'dataset':<16} {'system':<18} {'test acc':>8} {'macro-F1':>8} {'task metric':>18} {'train min':>9} "
+              f"{'predict/s':>10} {'int8/s':>8} {'lead ref':>8}")
     lines = [header, "-" * len(header)]
     for r in rows:
         ref = REFERENCE.get(r["dataset"])
         ref_text = f"{ref:.1f}" if ref is not None and r.get("first") else ""  # once per dataset
         if "skipped" in r or "error" in r:
-            lines.append(f"{r['dataset']:<12} {r['system']:<24} {r.get('skipped') or r.get('error')}")
+            lines.append(f"{r['dataset']:<16} {r['system']:<18} {r.get('skipped') or r.get('error')}")
             continue
+        name = r.get("metric_name", "accuracy")
+        metric = r.get("metric", r.get("accuracy"))
+        task_metric = f"{name} {metric:.4f}" if metric is not None else ""
+        int8 = r.get("int8_texts_per_s")
+        int8_text = f"{int8:,.0f}" if int8 else ("refused" if r.get("int8_accepted") is False else "")
         lines.append(
-            f"{r['dataset']:<12} {r['system']:<24} {100 * r['accuracy']:>8.1f} {100 * r['macro_f1']:>8.1f} "
-            f"{r['train_minutes']:>9.2f} {r['predict_texts_per_s']:>10,.0f} {ref_text:>8}"
+            f"{r['dataset']:<16} {r['system']:<18} {_pct(r.get('accuracy')):>8} {_pct(r.get('macro_f1')):>8} "
+            f"{task_metric:>18} {r['train_minutes']:>9.2f} {r['predict_texts_per_s']:>10,.0f} {int8_text:>8} {ref_text:>8}"
         )
     return "\n".join(lines)
 
@@ -158,6 +213,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--minutes", type=float, default=None, help="training budget per dataset (train.max_minutes)")
     parser.add_argument("--quick", action="store_true", help="smoke run: 1,500 training texts, 30 s of training")
     parser.add_argument("--no-baselines", action="store_true")
+    parser.add_argument("--int8", action="store_true",
+                        help="also export each run, quantize it to int8 (gated on validation) and measure its texts/s")
     parser.add_argument("--mlm-extra", default="none",
                         help="ours+mlm: extra unlabelled text = other datasets' training texts: none, auto "
                              "(same language, no shared source), or a comma-separated list (default: %(default)s)")
@@ -177,23 +234,23 @@ def main(argv: list[str] | None = None) -> int:
     root = Path(args.data_root)
     rows: list[dict] = []
     for dataset in [d.strip() for d in args.datasets.split(",") if d.strip()]:
-        folder = root / dataset
+        folder = root / DATA_FOLDERS.get(dataset, dataset)
         if not (folder / "train.jsonl").is_file():
             rows.append({"dataset": dataset, "system": "-", "skipped": f"no {folder}/train.jsonl"})
             continue
-        splits = dataset_splits(dataset, folder, args)
+        splits, task = dataset_splits(dataset, folder, args)
         first = True
         for variant in variants:
             try:
-                row = run_variant(variant, dataset, folder, args, splits["test"].texts)
+                row = run_variant(variant, dataset, folder, args, splits["test"])
             except Exception as err:  # one failing system must not lose the others' results
                 logging.exception("%s / %s failed", dataset, variant.name)
                 row = {"system": variant.name, "error": f"{type(err).__name__}: {err}"[:200]}
             rows.append({"dataset": dataset, "first": first, **row})
             first = False
         if not args.no_baselines:
-            for name in BASELINES:
-                row = run_baseline(name, splits["train"], splits["validation"], splits["test"])
+            for name in task_baseline_names(task, splits["train"].pairs is not None):
+                row = run_task_baseline(name, splits["train"], splits["validation"], splits["test"])
                 rows.append({"dataset": dataset, "first": first, **row})
                 first = False
         print(format_table([r for r in rows if r["dataset"] == dataset]), flush=True)
