@@ -321,9 +321,8 @@ def export_seq2seq(
 
 def export_run(run_dir: str | Path, output: str | Path | None = None, fuse: bool = False) -> Path:
     """Export the trained classifier of a run directory to `output` (default RUN/model.onnx)."""
-    from tfm_cls.runs import load_run
-
     from tfm_cls.predict import run_head
+    from tfm_cls.runs import load_run
 
     run = load_run(run_dir)
     path = Path(output) if output else Path(run_dir) / specs.CLASSIFIER.file_name
