@@ -122,3 +122,22 @@ def test_cli_predict_pairs_writes_one_row_per_input_line(reg_run, tmp_path):
     assert [o["value"] for o in out] == pytest.approx(expected.tolist(), abs=1e-6)
     T.write_jsonl(tmp_path / "bad.jsonl", [rows[0], {"first": "golf"}])
     assert main(["predict", "--run", str(run), "--input", str(tmp_path / "bad.jsonl"), "--text-field", "first"]) == 2
+
+
+def test_cli_eval_reports_the_tasks_metrics(ml_run, reg_run, tmp_path):
+    from tfm_cls.cli import main
+
+    run, metrics = ml_run
+    out = tmp_path / "ml.json"
+    assert main(["eval", "--run", str(run), "--output", str(out)]) == 0
+    got = json.loads(out.read_text())
+    assert got["micro_f1"] == pytest.approx(metrics["test"]["micro_f1"])  # the run's thresholds, its test split
+    assert got["thresholds"] == pytest.approx(json.loads((run / R.THRESHOLDS_FILE).read_text()))
+    run, metrics = reg_run
+    data = tmp_path / "eval.jsonl"
+    T.write_jsonl(data, [{"first": "cat", "second": "dog", "score": 5.0}, {"first": "golf", "second": "soup", "score": 1.0},
+                         {"first": "rice", "second": "bread", "score": 4.0}])
+    assert main(["eval", "--run", str(run), "--data", str(data), "--output", str(out)]) == 0
+    got = json.loads(out.read_text())
+    values = predict_task_logits(R.load_run(run), ["cat", "golf", "rice"], ["dog", "soup", "bread"])[:, 0]
+    assert got["examples"] == 3 and got["mse"] == pytest.approx(float(np.mean((values - [5.0, 1.0, 4.0]) ** 2)), abs=1e-5)
