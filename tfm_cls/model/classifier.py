@@ -54,6 +54,9 @@ class TransformerClassifier(nn.Module):
     `position_embedding='learned'`, `type_vocab_size`, `embedding_layer_norm`, `pooler`,
     `norm_first=False`) let BERT-family checkpoints map onto this same module.
 
+    `type_vocab_size=2` is the segment embedding of sentence pairs (token_type_ids 0 for the
+    first text, 1 for the second; docs/tasks.md); 0, the default, adds no parameter.
+
     `config` holds the constructor arguments as a plain JSON-serialisable dict;
     `TransformerClassifier(**model.config)` rebuilds the architecture.
     """
