@@ -63,10 +63,11 @@ def _write_or_print(text: str, output: str | None) -> None:
 
 def cmd_train(args: argparse.Namespace) -> int:
     from tfm_cls.config import ClassifierConfig, load_config
+
+    cfg = load_config(ClassifierConfig, args.config, args.overrides)  # a bad config fails before torch loads
     from tfm_cls.train import train
 
     _quiet_datasets()
-    cfg = load_config(ClassifierConfig, args.config, args.overrides)
     metrics = train(cfg, resume=args.resume, overwrite=args.overwrite)
     summary = {split: {k: metrics[split][k] for k in ("accuracy", "macro_f1", "loss")} for split in ("validation", "test")}
     if os.environ.get("RANK", "0") == "0":  # under torchrun every rank returns the metrics; one prints
