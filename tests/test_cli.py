@@ -50,7 +50,9 @@ def test_help_and_version_exit_0(argv, tmp_path):
 
 
 @pytest.mark.parametrize(
-    "argv", [["--help"], ["--version"], ["train", "--help"], ["pretrain", "--help"], ["predict", "--help"]],
+    "argv",
+    [["--help"], ["--version"]]
+    + [[command, "--help"] for command in ("train", "pretrain", "eval", "predict", "export", "verify-onnx", "quantize")],
     ids=lambda a: "-".join(a).strip("-"),
 )
 def test_help_and_version_import_nothing_heavy(argv, tmp_path):
