@@ -135,3 +135,14 @@ def test_a_user_error_is_exit_2_even_with_verbose(monkeypatch, capsys):
     monkeypatch.setattr(cli, "cmd_predict", refuse)
     assert cli.main(["-v", "predict", "--run", "runs/x"]) == 2
     assert capsys.readouterr().err == "error: runs/x has no model.safetensors; train it first\n"
+
+
+def test_the_inference_scripts_own_error_is_bad_input_too(tmp_path, capsys):
+    """export/infer.py raises its own InferenceError (it imports nothing of tfm_cls); through
+    `tfm-cls quantize`, which reads models with its Classifier, that is exit 2 and one line."""
+    garbage, data = tmp_path / "model.onnx", tmp_path / "labelled.jsonl"
+    garbage.write_bytes(b"not a protobuf")
+    data.write_text(json.dumps({"text": "a text", "label": 0}) + "\n")
+    assert cli.main(["quantize", "--run", str(tmp_path), "--data", str(data)]) == 2
+    err = capsys.readouterr().err
+    assert len(err.splitlines()) == 1 and err.startswith(f"error: {garbage} is not a readable ONNX model")

@@ -284,11 +284,14 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def _internal_errors() -> tuple[type[BaseException], ...]:
-    """Exception types that mean bad input although they are not TfmClsError: the standalone
-    inference script's own error (it imports nothing of tfm_cls), and a missing file."""
-    from tfm_cls.export.infer import InferenceError
-
-    return (InferenceError, FileNotFoundError, IsADirectoryError, NotADirectoryError)
+    """Exception types that mean bad input although they are not TfmClsError: a missing file, and
+    the standalone inference script's own error (it imports nothing of tfm_cls), which can only
+    have been raised if that module is loaded (so reporting a failure never imports onnxruntime)."""
+    types: list[type[BaseException]] = [FileNotFoundError, IsADirectoryError, NotADirectoryError]
+    infer = sys.modules.get("tfm_cls.export.infer")
+    if infer is not None:
+        types.append(infer.InferenceError)
+    return tuple(types)
 
 
 def main(argv: list[str] | None = None) -> int:
