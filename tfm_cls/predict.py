@@ -165,7 +165,7 @@ def read_texts(path: str, fmt: str = "auto", column: str = "text") -> list[str]:
     if fmt == "csv":
         reader = csv.DictReader(io.StringIO(content))
         if reader.fieldnames is None or column not in reader.fieldnames:
-            raise InputError(f"{name}: no column {column!r}; the columns are {reader.fieldnames}; pass --column")
+            raise InputError(f"{name}: no column {column!r}; the columns are {reader.fieldnames}; pass --text-field")
         return [row[column] or "" for row in reader]
     texts = []
     for number, line in enumerate(content.splitlines(), 1):
@@ -177,7 +177,7 @@ def read_texts(path: str, fmt: str = "auto", column: str = "text") -> list[str]:
             raise InputError(f"{name}, line {number}: not valid JSON ({err})") from err
         if not isinstance(row, dict) or column not in row:
             keys = sorted(row) if isinstance(row, dict) else type(row).__name__
-            raise InputError(f"{name}, line {number}: expected an object with key {column!r}, got {keys}; pass --column")
+            raise InputError(f"{name}, line {number}: expected an object with key {column!r}, got {keys}; pass --text-field")
         texts.append("" if row[column] is None else str(row[column]))
     return texts
 

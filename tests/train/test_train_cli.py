@@ -22,7 +22,7 @@ def test_predict_txt_jsonl_csv_and_stdin(trained_run, tmp_path, monkeypatch, cap
     (tmp_path / "in.jsonl").write_text("".join(json.dumps({"body": t}) + "\n" for t in texts))
     (tmp_path / "in.csv").write_text("id,body\n" + "".join(f"{i},{t}\n" for i, t in enumerate(texts)))
     outputs = {}
-    for name, extra in (("in.txt", []), ("in.jsonl", ["--column", "body"]), ("in.csv", ["--column", "body"])):
+    for name, extra in (("in.txt", []), ("in.jsonl", ["--text-field", "body"]), ("in.csv", ["--column", "body"])):  # --column: the old name
         out = tmp_path / f"{name}.out.jsonl"
         assert main(["predict", "--run", str(trained_run), "--input", str(tmp_path / name), "--output", str(out), *extra]) == 0
         outputs[name] = [json.loads(line) for line in out.read_text().splitlines()]
@@ -45,7 +45,7 @@ def test_predict_bad_input_names_the_column(trained_run, tmp_path, capsys):
     (tmp_path / "in.jsonl").write_text(json.dumps({"body": "cat"}) + "\n")
     code = main(["predict", "--run", str(trained_run), "--input", str(tmp_path / "in.jsonl"), "--output", "-"])
     assert code == 2
-    assert "in.jsonl, line 1: expected an object with key 'text', got ['body']; pass --column" in capsys.readouterr().err
+    assert "in.jsonl, line 1: expected an object with key 'text', got ['body']; pass --text-field" in capsys.readouterr().err
 
 
 def test_predict_and_eval_take_auto_and_refuse_an_unknown_device(trained_run, tmp_path, capsys):
