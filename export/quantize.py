@@ -21,7 +21,7 @@ import numpy as np
 import onnx
 import onnxruntime
 from onnxruntime.quantization import QuantType, quantize_dynamic
-from tfm_cls.export.infer import Classifier
+from tfm_cls.export.infer import Classifier, InferenceError, Stats, decoded_lines
 
 from tfm_cls.errors import QuantizeError
 
@@ -103,9 +103,16 @@ def read_labelled(
         return i
 
     texts, ys = [], []
+    try:
+        return _read_labelled(path, texts, ys, text_field, label_field, limit, label_of)
+    except InferenceError as err:  # invalid UTF-8, from the one line reader
+        raise QuantizeError(str(err)) from None
+
+
+def _read_labelled(path, texts, ys, text_field, label_field, limit, label_of) -> tuple[list[str], np.ndarray]:
     if path.suffix.lower() in (".jsonl", ".ndjson"):
-        with path.open(encoding="utf-8") as f:
-            for lineno, line in enumerate(f, start=1):
+        with path.open("rb") as f:
+            for lineno, line in decoded_lines(f, str(path), "error", Stats()):
                 if not line.strip():
                     continue
                 try:
@@ -119,8 +126,8 @@ def read_labelled(
                 if limit and len(texts) >= limit:
                     break
     elif path.suffix.lower() == ".csv":
-        with path.open(encoding="utf-8", newline="") as f:
-            reader = csv.DictReader(f)
+        with path.open("rb") as f:
+            reader = csv.DictReader(text for _, text in decoded_lines(f, str(path), "error", Stats()))
             if not reader.fieldnames or text_field not in reader.fieldnames or label_field not in reader.fieldnames:
                 raise QuantizeError(f"{path}: expected columns {text_field!r} and {label_field!r}, got {reader.fieldnames}")
             for row in reader:
