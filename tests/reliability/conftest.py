@@ -146,3 +146,24 @@ def run(trained, tmp_path) -> Path:
 @pytest.fixture
 def data(trained) -> Path:
     return trained.parent / "data"
+
+
+@pytest.fixture
+def small_disk(tmp_path):
+    """A factory of small tmpfs mounts (root only, else the test is skipped): a real full disk.
+    Used instead of patching the writer, so every writer's own reaction to ENOSPC is tested."""
+    mounts: list[Path] = []
+
+    def mount(kib: int) -> Path:
+        folder = tmp_path / f"disk{len(mounts)}"
+        folder.mkdir()
+        proc = subprocess.run(["mount", "-t", "tmpfs", "-o", f"size={kib}k", "tmpfs", str(folder)],
+                              capture_output=True)
+        if proc.returncode != 0:
+            pytest.skip(f"cannot mount a tmpfs here ({proc.stderr.decode().strip()}); needs root")
+        mounts.append(folder)
+        return folder
+
+    yield mount
+    for folder in mounts:
+        subprocess.run(["umount", "-l", str(folder)], capture_output=True)
