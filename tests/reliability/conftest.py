@@ -122,6 +122,7 @@ def trained(tmp_path_factory) -> Path:
     run = root / "run"
     proc = runner.cli("train", *TINY, f"data.path={data}", f"run_dir={run}")
     assert proc.returncode == 0, stderr_of(proc)
+    (root / "train.stderr").write_bytes(proc.stderr)
     proc = runner.cli("export", "--run", run, "--providers", "CPUExecutionProvider")
     assert proc.returncode == 0, stderr_of(proc)
     assert (run / "model.onnx").is_file()
