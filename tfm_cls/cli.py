@@ -159,7 +159,7 @@ def _check_onnx(model, path: Path, providers: str | None, name: Path) -> None:
     try:
         report = verify(model, path, _providers(providers), name=str(name))
     except VerificationError as err:
-        print(err.report)
+        print(err.report, file=sys.stderr)  # the full report, then the one-line error
         raise _Failed(f"{name}: verification failed ({first_failure(err.report)})", 1) from err
     print(report)
 
