@@ -6,7 +6,7 @@ from __future__ import annotations
 import json
 
 import pytest
-from conftest import TINY, error_line, hashes, make_data, read_jsonl, stderr_of, write_jsonl
+from conftest import TINY, error_line, hashes, make_data, read_jsonl, stderr_of
 
 from tfm_cls.errors import CorpusError
 from tfm_cls.io import write_json
@@ -82,7 +82,7 @@ def test_non_finite_loss_stops_with_an_error_and_writes_no_json(runner, data, tm
     names = {p.name for p in run_dir.iterdir()}
     assert not names & {"metrics.json", "history.json", "model.safetensors", "last.ckpt"}
     for p in run_dir.glob("*.json"):
-        json.loads(p.read_text(), parse_constant=lambda c: pytest.fail(f"{p} holds {c}"))
+        json.loads(p.read_text(), parse_constant=lambda c, p=p: pytest.fail(f"{p} holds {c}"))
     with pytest.raises(ValueError):
         write_json(tmp_path / "x.json", {"loss": float("nan")})
     assert not (tmp_path / "x.json").exists()
