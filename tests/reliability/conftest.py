@@ -115,7 +115,7 @@ def read_jsonl(data: bytes | Path) -> list[dict]:
 
 @pytest.fixture(scope="session")
 def trained(tmp_path_factory) -> Path:
-    """The session's one tiny run (2 epochs, seconds), exported to model.onnx and verified."""
+    """The session's one tiny run (2 epochs, seconds), exported to model.onnx."""
     root = tmp_path_factory.mktemp("reliability")
     data = make_data(root / "data")
     runner = Runner(root, root / "home")
@@ -123,7 +123,7 @@ def trained(tmp_path_factory) -> Path:
     proc = runner.cli("train", *TINY, f"data.path={data}", f"run_dir={run}")
     assert proc.returncode == 0, stderr_of(proc)
     (root / "train.stderr").write_bytes(proc.stderr)
-    proc = runner.cli("export", "--run", run, "--providers", "CPUExecutionProvider")
+    proc = runner.cli("export", "--run", run, "--no-verify")  # verification: test_verify_report_is_printed_once
     assert proc.returncode == 0, stderr_of(proc)
     assert (run / "model.onnx").is_file()
     return run
