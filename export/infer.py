@@ -511,7 +511,7 @@ def main(argv: list[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
     logging.basicConfig(level=logging.INFO, format="%(levelname)s %(message)s", stream=sys.stderr)
     if args.batch_size < 1 or args.chunk_batches < 1:
-        log.error("--batch-size and --chunk-batches must be positive")
+        print("error: --batch-size and --chunk-batches must be positive", file=sys.stderr)
         return 2
     stats = Stats()
     start = time.perf_counter()
@@ -543,7 +543,7 @@ def main(argv: list[str] | None = None) -> int:
             if args.input != "-":
                 source.close()
     except InferenceError as err:
-        log.error("%s", err)
+        print(f"error: {err}", file=sys.stderr)  # the convention of `tfm-cls`: one line, exit 2
         return 2
     seconds = time.perf_counter() - start
     log.info("classified %d texts in %.1f s (%.0f texts/s)", stats.texts, seconds, stats.texts / max(seconds, 1e-9))

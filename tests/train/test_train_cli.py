@@ -22,7 +22,7 @@ def test_predict_txt_jsonl_csv_and_stdin(trained_run, tmp_path, monkeypatch, cap
     (tmp_path / "in.jsonl").write_text("".join(json.dumps({"body": t}) + "\n" for t in texts))
     (tmp_path / "in.csv").write_text("id,body\n" + "".join(f"{i},{t}\n" for i, t in enumerate(texts)))
     outputs = {}
-    for name, extra in (("in.txt", []), ("in.jsonl", ["--column", "body"]), ("in.csv", ["--column", "body"])):
+    for name, extra in (("in.txt", []), ("in.jsonl", ["--text-field", "body"]), ("in.csv", ["--column", "body"])):  # --column: the old name
         out = tmp_path / f"{name}.out.jsonl"
         assert main(["predict", "--run", str(trained_run), "--input", str(tmp_path / name), "--output", str(out), *extra]) == 0
         outputs[name] = [json.loads(line) for line in out.read_text().splitlines()]
