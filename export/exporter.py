@@ -26,6 +26,7 @@ from torch import Tensor, nn
 
 import tfm_cls
 from tfm_cls.errors import ExportError
+from tfm_cls.io import atomic_path
 from tfm_cls.tasks import HEAD_TYPES
 
 logger = logging.getLogger(__name__)
@@ -273,6 +274,7 @@ def export_classifier(
     fuse: bool = False,
     head: Any = None,
     pair: bool = False,
+    extra: dict[str, Any] | None = None,
 ) -> Path:
     """TransformerClassifier -> one .onnx file (logits and the head's scores) with tokenizer and
     labels inside. `head` (a tfm_cls.tasks.Head; None: single-label) adds the task and, for
@@ -285,9 +287,9 @@ def export_classifier(
     if pair and int(model_config(model).get("type_vocab_size", 0)) < 2:
         raise ExportError("a sentence-pair export needs a model with token-type embeddings (type_vocab_size >= 2)")
     spec = specs.classifier_spec(task, pair)
-    extra = {"tfm_cls.head": task, **(head.export_metadata() if head is not None else {}), "tfm_cls.text_pair": pair}
-    if head is None and not pair:
-        extra = None  # a single-label, single-text file carries exactly what it always did
+    if head is not None or pair:  # a single-label, single-text file carries exactly what it always did
+        extra = {"tfm_cls.head": task, **(head.export_metadata() if head is not None else {}),
+                 "tfm_cls.text_pair": pair, **(extra or {})}
     meta = build_metadata(model, spec, tokenizer=tokenizer, labels=labels, max_length=max_length, extra=extra)
     return export_graph(model, spec, path, meta, fuse)
 
@@ -319,22 +321,39 @@ def export_seq2seq(
     return paths
 
 
-def export_run(run_dir: str | Path, output: str | Path | None = None, fuse: bool = False) -> Path:
-    """Export the trained classifier of a run directory to `output` (default RUN/model.onnx)."""
+def export_run(
+    run_dir: str | Path, output: str | Path | None = None, fuse: bool = False,
+    check: Callable[[nn.Module, Path], None] | None = None,
+) -> Path:
+    """Export the trained classifier of a run directory to `output` (default RUN/model.onnx).
+
+    The file is written under a temporary name beside `output`, `check(model, temporary path)`
+    (the verifier) runs on it, and only then is it renamed over `output`: a failed export or
+    verification, or a full disk, leaves an earlier `output` untouched. The metadata records the
+    sha256 of the run's model.safetensors (runs.WEIGHTS_DIGEST_KEY), so a retrained run's stale
+    export is refused by infer and verify-onnx."""
     from tfm_cls.predict import run_head
-    from tfm_cls.runs import load_run
+    from tfm_cls.runs import WEIGHTS_DIGEST_KEY, WEIGHTS_FILE, load_run, weights_digest
 
     run = load_run(run_dir)
     path = Path(output) if output else Path(run_dir) / specs.CLASSIFIER.file_name
+    if path.is_dir():
+        raise ExportError(f"--output {path} is a folder; name the .onnx file to write")
+    digest = weights_digest(Path(run_dir) / WEIGHTS_FILE)
     pair = run.config.data.text_pair_column is not None
     head = run_head(run) if run.config.data.task != "single_label" or pair else None
-    return export_classifier(
-        run.model,
-        path,
-        tokenizer=run.tokenizer,
-        labels=run.labels,
-        max_length=run.config.tokenizer.max_length,
-        fuse=fuse,
-        head=head,
-        pair=pair,
-    )
+    with atomic_path(path) as tmp:
+        export_classifier(
+            run.model,
+            tmp,
+            tokenizer=run.tokenizer,
+            labels=run.labels,
+            max_length=run.config.tokenizer.max_length,
+            fuse=fuse,
+            extra={WEIGHTS_DIGEST_KEY: digest},
+            head=head,
+            pair=pair,
+        )
+        if check is not None:
+            check(run.model, tmp)
+    return path

@@ -4,10 +4,7 @@ engine's evaluation, DDP-aware), and batch prediction of texts read from txt / j
 from __future__ import annotations
 
 import contextlib
-import csv
-import io
 import json
-import sys
 import time
 from collections.abc import Iterator
 from pathlib import Path
@@ -21,6 +18,8 @@ from tokenizers import Tokenizer
 from tfm_cls import distributed as D
 from tfm_cls.batching import LengthBucketSampler, TokenizedSplit, batch_loader
 from tfm_cls.errors import InputError
+from tfm_cls.export.infer import InferenceError, Record, Stats, open_input, prediction_row
+from tfm_cls.export.infer import read_records as infer_read_records
 from tfm_cls.metrics import classification_metrics
 from tfm_cls.precision import Precision
 from tfm_cls.runs import LoadedRun
@@ -101,85 +100,36 @@ def _format_of(path: str, fmt: str) -> str:
     if fmt != "auto":
         return fmt
     suffix = Path(path).suffix.lower()
-    return {".jsonl": "jsonl", ".json": "jsonl", ".csv": "csv"}.get(suffix, "txt")
+    return {".jsonl": "jsonl", ".json": "jsonl", ".ndjson": "jsonl", ".csv": "csv", ".tsv": "tsv"}.get(suffix, "txt")
 
 
-def read_pairs(path: str, fmt: str, column: str, pair_column: str) -> tuple[list[str], list[str]]:
-    """Sentence pairs from `path`: jsonl objects' or csv (tsv: a .tsv file) columns `column` and
-    `pair_column`; a row missing its second text is an InputError naming the row and the file."""
-    fmt = "csv" if fmt == "auto" and path.lower().endswith(".tsv") else _format_of(path, fmt)
+def read_records(
+    path: str, fmt: str = "auto", column: str = "text", invalid_utf8: str = "error", pair_column: str | None = None,
+) -> tuple[list[Record], Stats]:
+    """One Record per line (txt, jsonl) or row (csv) of `path` (`-` = stdin), empty ones included,
+    with the reader of the ONNX inference script (export/infer.py), so both inference paths agree
+    on what a line is: lines end at "\n" only, invalid UTF-8 is an InputError naming the line and
+    byte offset unless `invalid_utf8="replace"` (counted in the returned Stats). `pair_column`:
+    sentence pairs, each record's second text (a JSONL key or a CSV/TSV column; a non-empty row
+    without it is an InputError naming the line)."""
+    stats = Stats()
     name = "<stdin>" if path == "-" else path
-    if fmt == "txt":
-        raise InputError(f"{name}: sentence pairs need a .jsonl or .csv/.tsv input with {column!r} and {pair_column!r}")
-    content = sys.stdin.read() if path == "-" else _read_file(path)
-    firsts, seconds = [], []
-    if fmt == "csv":
-        delimiter = "\t" if path.lower().endswith(".tsv") else ","
-        reader = csv.DictReader(io.StringIO(content), delimiter=delimiter)
-        missing = [c for c in (column, pair_column) if reader.fieldnames is None or c not in reader.fieldnames]
-        if missing:
-            raise InputError(f"{name}: no column(s) {missing}; the columns are {reader.fieldnames}")
-        rows = ((reader.line_num, row) for row in reader)
-    else:
-        rows = _json_rows(content, name)
-    for number, row in rows:
-        a, b = row.get(column), row.get(pair_column)
-        if a is None or b is None or not str(b).strip():
-            raise InputError(f"{name}, line {number}: a pair needs {column!r} and {pair_column!r}; got keys {sorted(row)}")
-        firsts.append(str(a))
-        seconds.append(str(b))
-    return firsts, seconds
-
-
-def _read_file(path: str) -> str:
-    if not Path(path).is_file():
-        raise InputError(f"input file {path} does not exist")
-    return Path(path).read_text(encoding="utf-8", errors="replace")
-
-
-def _json_rows(content: str, name: str) -> Iterator[tuple[int, dict[str, Any]]]:
-    for number, line in enumerate(content.splitlines(), 1):
-        if not line.strip():
-            continue
+    try:
+        stream = open_input(path)
         try:
-            row = json.loads(line)
-        except json.JSONDecodeError as err:
-            raise InputError(f"{name}, line {number}: not valid JSON ({err})") from err
-        if not isinstance(row, dict):
-            raise InputError(f"{name}, line {number}: expected a JSON object, got {type(row).__name__}")
-        yield number, row
+            records = list(infer_read_records(stream, name, _format_of(path, fmt), column, invalid_utf8, stats,
+                                                  pair_column))
+        finally:
+            if path != "-":
+                stream.close()
+    except InferenceError as err:
+        raise InputError(str(err).replace("input file not found:", "input file does not exist:")) from None
+    return records, stats
 
 
 def read_texts(path: str, fmt: str = "auto", column: str = "text") -> list[str]:
-    """Texts from `path` (`-` = stdin): txt one per line, jsonl objects' `column`, csv `column`."""
-    fmt = _format_of(path, fmt)
-    name = "<stdin>" if path == "-" else path
-    if path == "-":
-        content = sys.stdin.read()
-    else:
-        if not Path(path).is_file():
-            raise InputError(f"input file {path} does not exist")
-        content = Path(path).read_text(encoding="utf-8", errors="replace")
-    if fmt == "txt":
-        return content.splitlines()
-    if fmt == "csv":
-        reader = csv.DictReader(io.StringIO(content))
-        if reader.fieldnames is None or column not in reader.fieldnames:
-            raise InputError(f"{name}: no column {column!r}; the columns are {reader.fieldnames}; pass --text-field")
-        return [row[column] or "" for row in reader]
-    texts = []
-    for number, line in enumerate(content.splitlines(), 1):
-        if not line.strip():
-            continue
-        try:
-            row = json.loads(line)
-        except json.JSONDecodeError as err:
-            raise InputError(f"{name}, line {number}: not valid JSON ({err})") from err
-        if not isinstance(row, dict) or column not in row:
-            keys = sorted(row) if isinstance(row, dict) else type(row).__name__
-            raise InputError(f"{name}, line {number}: expected an object with key {column!r}, got {keys}; pass --text-field")
-        texts.append("" if row[column] is None else str(row[column]))
-    return texts
+    """The texts of `read_records` (empty lines included, as "")."""
+    return [r.text for r in read_records(path, fmt, column)[0]]
 
 
 def _batches(n: int, lengths: list[int], batch_size: int) -> Iterator[list[int]]:
@@ -188,13 +138,21 @@ def _batches(n: int, lengths: list[int], batch_size: int) -> Iterator[list[int]]
         yield order[start : start + batch_size].tolist()
 
 
+def _encode(run: LoadedRun, texts: list[str]) -> tuple[list[list[int]], list[bool]]:
+    """Token ids of each text (truncated as in training) and whether it was truncated."""
+    tokenizer = Tokenizer.from_str(run.tokenizer.to_str())
+    tokenizer.no_padding()  # each batch is padded to its own longest text
+    encodings = tokenizer.encode_batch(texts) if texts else []
+    return [e.ids for e in encodings], [bool(e.overflowing) for e in encodings]
+
+
 @torch.no_grad()
-def predict_proba(run: LoadedRun, texts: list[str], batch_size: int = 64) -> np.ndarray:
+def predict_proba(
+    run: LoadedRun, texts: list[str], batch_size: int = 64, encodings: list[list[int]] | None = None,
+) -> np.ndarray:
     """Class probabilities [len(texts), num_classes] (softmax of the logits), in input order."""
     device = next(run.model.parameters()).device
-    tokenizer = Tokenizer.from_str(run.tokenizer.to_str())
-    tokenizer.no_padding()  # each batch is padded below, to its own longest text
-    encodings = [e.ids for e in tokenizer.encode_batch(texts)] if texts else []
+    encodings = _encode(run, texts)[0] if encodings is None else encodings
     probs = np.zeros((len(texts), len(run.labels)), dtype=np.float32)
     pad_id = run.model.config.get("pad_token_id") or 0
     for indices in _batches(len(texts), [len(e) for e in encodings], batch_size):
@@ -242,14 +200,30 @@ def predict_task_logits(run: LoadedRun, texts: list[str], pairs: list[str] | Non
     return out
 
 
-def prediction_records(probs: np.ndarray, labels: list[str]) -> Iterator[dict[str, Any]]:
-    for row in probs:
-        best = int(row.argmax())
-        yield {
-            "label": labels[best],
-            "score": float(row[best]),
-            "probabilities": {name: float(p) for name, p in zip(labels, row)},
-        }
+def predict_records(run: LoadedRun, records: list[Record], batch_size: int = 64) -> Iterator[dict[str, Any]]:
+    """One output row per record, in order (the rows of export/infer.py: id, line, label, score,
+    probabilities, truncated, empty); an empty record's row has label None and "empty": true."""
+    full = [r for r in records if not r.empty]
+    ids, truncated = _encode(run, [r.text for r in full])
+    probs = predict_proba(run, [r.text for r in full], batch_size, ids)
+    results = iter(zip(probs, truncated))
+    for record in records:
+        yield prediction_row(record, run.labels, None, False) if record.empty else prediction_row(
+            record, run.labels, *next(results)
+        )
+
+
+def predict_task_records(run: LoadedRun, records: list[Record], batch_size: int = 64) -> Iterator[dict[str, Any]]:
+    """Rows of a multi-label, regression or sentence-pair run (tfm_cls.tasks records: `labels` +
+    `scores`, `value`, or `label` + `score`), one per record, in order; an empty record's row
+    only says `"empty": true`."""
+    full = [r for r in records if not r.empty]
+    pairs = [r.pair for r in full] if full and full[0].pair is not None else None
+    logits = predict_task_logits(run, [r.text for r in full], pairs, batch_size)
+    rows = iter(run_head(run).records(logits, run.labels))
+    for record in records:
+        base = {"id": record.id, "line": record.line}
+        yield {**base, "empty": True} if record.empty else {**base, **next(rows), "empty": False}
 
 
 def write_jsonl(records: Iterator[dict[str, Any]], out: TextIO) -> int:

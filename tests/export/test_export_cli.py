@@ -86,7 +86,7 @@ def test_tfm_cls_infer_writes_what_the_standalone_script_writes(classifier_onnx,
         proc = subprocess.run([*command, *args], cwd=tmp_path, capture_output=True, text=True, timeout=120)
         assert proc.returncode == 0, proc.stderr
         outputs[name] = out.read_bytes()
-    assert len(outputs["cli"].splitlines()) == 8  # the empty line is skipped
+    assert len(outputs["cli"].splitlines()) == 9  # one row per line, the empty one included ("empty": true)
     assert outputs["cli"] == outputs["script"]
 
 

@@ -39,21 +39,25 @@ def read_jsonl(path: Path) -> list[dict]:
     return [json.loads(line) for line in path.read_text(encoding="utf-8").splitlines()]
 
 
-def test_txt_to_jsonl_matches_torch_and_skips_empty_lines(classifier, classifier_onnx, tokenizer, tmp_path, caplog):
+def test_txt_to_jsonl_matches_torch_with_a_row_per_line(classifier, classifier_onnx, tokenizer, tmp_path, caplog):
     texts = TEXTS[:9]
     lines = [texts[0], "", texts[1], "   ", *texts[2:]]
     src = tmp_path / "in.txt"
     src.write_text("\n".join(lines) + "\n", encoding="utf-8")
     out = tmp_path / "out.jsonl"
     assert run_main("--model", str(classifier_onnx), "--input", str(src), "--output", str(out)) == 0
-    rows = read_jsonl(out)
-    assert [r["id"] for r in rows] == ["1", "3", *map(str, range(5, 12))]  # ids are line numbers
+    all_rows = read_jsonl(out)
+    assert [r["id"] for r in all_rows] == [str(i) for i in range(1, 12)]  # one row per line, ids are line numbers
+    assert [r["line"] for r in all_rows] == list(range(1, 12))
+    assert [r["line"] for r in all_rows if r["empty"]] == [2, 4]
+    assert all(r["label"] is None and r["probabilities"] is None for r in all_rows if r["empty"])
+    rows = [r for r in all_rows if not r["empty"]]
     want = torch_probabilities(classifier, tokenizer, texts)
     got = np.array([[r["probabilities"][label] for label in LABELS] for r in rows])
     np.testing.assert_allclose(got, want, atol=1e-4)
     assert [r["label"] for r in rows] == [LABELS[i] for i in want.argmax(1)]
     np.testing.assert_allclose([r["score"] for r in rows], want.max(1), atol=1e-4)
-    assert "skipped 2 empty texts (lines [2, 4])" in caplog.text
+    assert "2 empty lines (e.g. lines [2, 4])" in caplog.text
 
 
 def test_small_chunks_and_batches_give_the_same_rows_in_order(classifier_onnx, tmp_path):
@@ -78,7 +82,7 @@ def test_jsonl_in_csv_out_with_ids(classifier_onnx, tmp_path):
     with out.open(newline="", encoding="utf-8") as f:
         rows = list(csv.DictReader(f))
     assert [r["id"] for r in rows] == [f"doc-{i}" for i in range(4)]
-    assert list(rows[0]) == ["id", "label", "score", *(f"prob_{x}" for x in LABELS), "truncated"]
+    assert list(rows[0]) == ["id", "line", "label", "score", *(f"prob_{x}" for x in LABELS), "truncated", "empty"]
     for r in rows:
         probs = [float(r[f"prob_{x}"]) for x in LABELS]
         assert abs(sum(probs) - 1) < 1e-4 and r["label"] == LABELS[int(np.argmax(probs))]
@@ -118,8 +122,8 @@ def test_invalid_utf8_names_the_line_or_is_replaced(classifier_onnx, tmp_path, c
     src.write_bytes(b"fine text\nbad \xff\xfe byte\nmore text\n")
     out = tmp_path / "out.jsonl"
     assert run_main("--model", str(classifier_onnx), "--input", str(src), "--output", str(out)) == 2
-    assert f"{src}:2: invalid UTF-8 (byte 0xff at column 5)" in error_line(capsys)
-    assert not out.exists() and not Path(str(out) + ".partial").exists()  # no half-written output
+    assert f"{src}, line 2: invalid UTF-8 (byte 0xff at byte offset 14 of the file, column 5 of the line)" in error_line(capsys)
+    assert list(tmp_path.iterdir()) == [src]  # no half-written output, no temporary file
     caplog.clear()
     assert run_main("--model", str(classifier_onnx), "--input", str(src), "--output", str(out), "--invalid-utf8", "replace") == 0
     assert len(read_jsonl(out)) == 3
@@ -152,7 +156,7 @@ def test_bad_jsonl_line_is_named(classifier_onnx, tmp_path, capsys):
     src = tmp_path / "in.jsonl"
     src.write_text('{"text": "ok"}\n{"txt": "wrong key"}\n')
     assert run_main("--model", str(classifier_onnx), "--input", str(src)) == 2
-    assert f"{src}:2: expected an object with a string field 'text'" in error_line(capsys)
+    assert f"{src}, line 2: expected an object with key 'text', got ['txt']; pass --text-field" in error_line(capsys)
 
 
 # A sitecustomize that makes every import of the packages named in GUARD_BLOCK fail, and records

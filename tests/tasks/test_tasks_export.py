@@ -130,7 +130,7 @@ def test_infer_pair_row_missing_its_second_text_names_file_and_line(exported, tm
     _, path = exported["pair"]
     T.write_jsonl(tmp_path / "in.jsonl", [{"text": "cat", "text_pair": "dog"}, {"text": "golf"}])
     proc = _infer(_standalone(tmp_path), "--model", str(path), "--input", str(tmp_path / "in.jsonl"))
-    assert proc.returncode == 2 and f"{tmp_path / 'in.jsonl'}:2: the pair's second text 'text_pair' is missing" in proc.stderr
+    assert proc.returncode == 2 and f"{tmp_path / 'in.jsonl'}, line 2: the pair's second text 'text_pair' is missing" in proc.stderr
     (tmp_path / "in.txt").write_text("cat\n")
     proc = _infer(_standalone(tmp_path), "--model", str(path), "--input", str(tmp_path / "in.txt"))
     assert proc.returncode == 2 and "sentence pairs need jsonl, csv or tsv input" in proc.stderr
