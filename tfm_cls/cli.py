@@ -87,6 +87,21 @@ def cmd_pretrain(args: argparse.Namespace) -> int:
     return 0
 
 
+def cmd_tune(args: argparse.Namespace) -> int:
+    from tfm_cls.tune import load_tune_config, tune
+
+    _quiet_datasets()
+    overrides = list(args.overrides)
+    if args.trials is not None:
+        overrides.append(f"tune.trials={args.trials}")
+    if args.max_minutes is not None:
+        overrides.append(f"tune.max_minutes={args.max_minutes}")
+    cfg = load_tune_config(args.config, overrides)
+    result = tune(cfg, retrain=args.retrain, overwrite=args.overwrite)
+    print(json.dumps({"run_dir": str(cfg.resolved_run_dir()), **result}))
+    return 0
+
+
 # ---- a trained run: evaluate, predict ------------------------------------------------------------------
 
 
@@ -224,6 +239,22 @@ def build_parser() -> argparse.ArgumentParser:
                        description="MLM pretraining; fine-tune afterwards with `tfm-cls train ... model.init_from=RUN_DIR`.")
     _config_arguments(p, "configs/pretrain", "trec, sst2", None)
     p.set_defaults(func=cmd_pretrain)
+
+    p = sub.add_parser(
+        "tune", help="hyperparameter search with Optuna (needs tfm-cls[optuna]); trials scored on validation",
+        description="Search the `tune.space` of a configs/tune preset; each trial is a short training run in "
+                    "RUN/trials/<n>, the study is kept in RUN/study.db (rerun the same command to resume), the "
+                    "best config is written to RUN/best.yaml. KEY=VALUE: tune.* / name / run_dir / base go to the "
+                    "search, anything else (data.path=...) to the base classifier config.",
+    )
+    p.add_argument("--config", required=True, help="a configs/tune preset (trec, mr_polarity) or a YAML file")
+    p.add_argument("overrides", nargs="*", metavar="KEY=VALUE",
+                   help="e.g. tune.trials=10 or data.path=../shared/data/trec")
+    p.add_argument("--trials", type=_positive, help="finished trials the study should hold (tune.trials)")
+    p.add_argument("--max-minutes", type=float, help="wall-clock budget of the search (tune.max_minutes)")
+    p.add_argument("--retrain", action="store_true", help="train the best config in full into RUN/best/ (test scored)")
+    p.add_argument("--overwrite", action="store_true", help="discard a different earlier search in run_dir")
+    p.set_defaults(func=cmd_tune)
 
     p = sub.add_parser("eval", help="evaluate a trained run on labelled data")
     p.add_argument("--run", required=True, help="run directory")
