@@ -134,6 +134,10 @@ def cmd_eval(args: argparse.Namespace) -> int:
     logger.info("%s: %d examples\n%s", source, len(split), report_text(split.labels, logits.argmax(-1), run.labels))
     _write_or_print(json.dumps({"run": str(args.run), "data": str(source), **metrics}, indent=2, ensure_ascii=False),
                     args.output)
+    from tfm_cls.card import record_evaluation, write_card
+
+    record_evaluation(args.run, str(source), {**metrics, "num_examples": len(split)})
+    write_card(args.run)  # the card's table shows this evaluation beside the run's own
     return 0
 
 
@@ -174,9 +178,13 @@ def cmd_export(args: argparse.Namespace) -> int:
     from tfm_cls.export.exporter import export_run
     from tfm_cls.runs import load_run
 
+    from tfm_cls.card import write_card
+
     path = export_run(args.run, args.output, fuse=args.fuse)
     logger.info("wrote %s (%.1f MB, one file)", path, Path(path).stat().st_size / 2**20)
-    return 0 if args.no_verify else _verified(load_run(args.run).model, Path(path), args.providers)
+    code = 0 if args.no_verify else _verified(load_run(args.run).model, Path(path), args.providers)
+    write_card(args.run)  # the card now says how to run this model.onnx
+    return code
 
 
 def cmd_verify(args: argparse.Namespace) -> int:
