@@ -242,6 +242,7 @@ class TextClassifier(ClassifierMixin, BaseEstimator):
 
     def predict(self, texts: Any) -> np.ndarray:
         """The most probable class of each text, as given to fit (shape [n_texts])."""
+        self._check_fitted()
         return self._targets.predictions(self.predict_proba(texts))
 
     # score: ClassifierMixin.score (accuracy of predict)

@@ -175,10 +175,9 @@ def _verified(model, path: Path, providers: str | None) -> int:
 
 
 def cmd_export(args: argparse.Namespace) -> int:
+    from tfm_cls.card import write_card
     from tfm_cls.export.exporter import export_run
     from tfm_cls.runs import load_run
-
-    from tfm_cls.card import write_card
 
     path = export_run(args.run, args.output, fuse=args.fuse)
     logger.info("wrote %s (%.1f MB, one file)", path, Path(path).stat().st_size / 2**20)
