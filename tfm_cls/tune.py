@@ -259,9 +259,11 @@ def tune(cfg: TuneConfig, *, retrain: bool = False, overwrite: bool = False) -> 
     study = optuna.create_study(
         study_name=cfg.name, storage=storage, load_if_exists=True,
         direction="minimize" if metric == "loss" else "maximize",
-        sampler=optuna.samplers.TPESampler(seed=cfg.seed),
         pruner=optuna.pruners.MedianPruner(n_startup_trials=ts.startup_trials, n_warmup_steps=ts.warmup_evaluations),
     )
+    # A resumed session must not replay the first session's random draws: its sampler's seed moves on
+    # with the trials already in the study (a fresh study gets exactly `seed`).
+    study.sampler = optuna.samplers.TPESampler(seed=cfg.seed + len(study.trials))
     for t in study.get_trials(deepcopy=False, states=(optuna.trial.TrialState.RUNNING,)):
         # A trial still RUNNING in the file belongs to a process that died (one search per folder).
         study._storage.set_trial_state_values(t._trial_id, optuna.trial.TrialState.FAIL)

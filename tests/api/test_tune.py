@@ -139,11 +139,11 @@ def test_trials_never_touch_the_test_split(tmp_path, monkeypatch):
     assert [t["state"] for t in summary].count("COMPLETE") + [t["state"] for t in summary].count("PRUNED") == 2
 
 
-def _finished(study_db: Path) -> dict[int, float]:
+def _finished(study_db: Path, what: str = "value") -> dict[int, object]:
     import optuna
 
     study = optuna.load_study(study_name="tiny-tune", storage=f"sqlite:///{study_db}")
-    return {t.number: t.value for t in study.trials if t.state.is_finished() and t.state.name != "FAIL"}
+    return {t.number: getattr(t, what) for t in study.trials if t.state.is_finished() and t.state.name != "FAIL"}
 
 
 def test_killed_study_resumes_and_keeps_its_trials(tmp_path, tiny_data):
@@ -174,4 +174,7 @@ def test_killed_study_resumes_and_keeps_its_trials(tmp_path, tiny_data):
     after = _finished(db)
     assert len(after) == 4
     assert all(after[n] == v for n, v in before.items())  # the finished trials were kept, not rerun
+    params = _finished(db, "params")
+    old = [params[n] for n in before]
+    assert all(params[n] not in old for n in after if n not in before)  # new draws, not a replay
     assert json.loads(rerun.stdout.strip().splitlines()[-1])["trials"] == 4
