@@ -11,7 +11,7 @@ import contextlib
 import json
 import logging
 import warnings
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
@@ -26,6 +26,7 @@ from torch import Tensor, nn
 
 import tfm_cls
 from tfm_cls.errors import ExportError
+from tfm_cls.io import atomic_path
 
 logger = logging.getLogger(__name__)
 
@@ -241,12 +242,13 @@ def export_classifier(
     labels: list[str],
     max_length: int | None = None,
     fuse: bool = False,
+    extra: dict[str, Any] | None = None,
 ) -> Path:
     """TransformerClassifier -> one .onnx file (logits and probabilities) with tokenizer and labels inside."""
     num_classes = int(model_config(model)["num_classes"])
     if len(labels) != num_classes:
         raise ExportError(f"{len(labels)} label names for a model with num_classes={num_classes}")
-    meta = build_metadata(model, specs.CLASSIFIER, tokenizer=tokenizer, labels=labels, max_length=max_length)
+    meta = build_metadata(model, specs.CLASSIFIER, tokenizer=tokenizer, labels=labels, max_length=max_length, extra=extra)
     return export_graph(model, specs.CLASSIFIER, path, meta, fuse)
 
 
@@ -277,17 +279,34 @@ def export_seq2seq(
     return paths
 
 
-def export_run(run_dir: str | Path, output: str | Path | None = None, fuse: bool = False) -> Path:
-    """Export the trained classifier of a run directory to `output` (default RUN/model.onnx)."""
-    from tfm_cls.runs import load_run
+def export_run(
+    run_dir: str | Path, output: str | Path | None = None, fuse: bool = False,
+    check: Callable[[nn.Module, Path], None] | None = None,
+) -> Path:
+    """Export the trained classifier of a run directory to `output` (default RUN/model.onnx).
+
+    The file is written under a temporary name beside `output`, `check(model, temporary path)`
+    (the verifier) runs on it, and only then is it renamed over `output`: a failed export or
+    verification, or a full disk, leaves an earlier `output` untouched. The metadata records the
+    sha256 of the run's model.safetensors (runs.WEIGHTS_DIGEST_KEY), so a retrained run's stale
+    export is refused by infer and verify-onnx."""
+    from tfm_cls.runs import WEIGHTS_DIGEST_KEY, WEIGHTS_FILE, load_run, weights_digest
 
     run = load_run(run_dir)
     path = Path(output) if output else Path(run_dir) / specs.CLASSIFIER.file_name
-    return export_classifier(
-        run.model,
-        path,
-        tokenizer=run.tokenizer,
-        labels=run.labels,
-        max_length=run.config.tokenizer.max_length,
-        fuse=fuse,
-    )
+    if path.is_dir():
+        raise ExportError(f"--output {path} is a folder; name the .onnx file to write")
+    digest = weights_digest(Path(run_dir) / WEIGHTS_FILE)
+    with atomic_path(path) as tmp:
+        export_classifier(
+            run.model,
+            tmp,
+            tokenizer=run.tokenizer,
+            labels=run.labels,
+            max_length=run.config.tokenizer.max_length,
+            fuse=fuse,
+            extra={WEIGHTS_DIGEST_KEY: digest},
+        )
+        if check is not None:
+            check(run.model, tmp)
+    return path

@@ -9,27 +9,40 @@ inputs of any size.
     python export/infer.py --model runs/x/model.onnx --input texts.txt --output predictions.jsonl
     cat texts.txt | python export/infer.py --model model.onnx > predictions.jsonl
 
-Input: .txt (one text per line), .jsonl (an object per line, text in --text-field, optional
-"id"), .csv (a header row, text in --text-field, optional "id" column), or stdin (txt unless
---input-format says otherwise). Output: JSONL (default) or CSV (--output x.csv or --output-format
-csv) with id, label, score, the probability of every label, and whether the text was truncated.
+Input: .txt (one text per line: lines end at "\n" only, "\r\n" accepted), .jsonl (an object per
+line, text in --text-field, optional "id"), .csv (a header row, text in --text-field, optional "id"
+column), or stdin (txt unless --input-format says otherwise). Invalid UTF-8 is an error naming the
+line and byte offset unless --invalid-utf8 replace. Output: JSONL (default) or CSV (--output x.csv
+or --output-format csv), exactly one row per input line / csv row, in input order, with id, line,
+label, score, the probability of every label, whether the text was truncated, and whether it was
+empty (an empty or blank line gets label null and "empty": true, never a guess).
 """
 
 from __future__ import annotations
 
 import argparse
 import csv
+import errno
+import hashlib
+import io
 import json
 import logging
 import os
 import sys
+import tempfile
 import time
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, field
+from typing import Any
 
-import numpy as np
-import onnxruntime as ort
-from tokenizers import Tokenizer
+# onnxruntime >= 1.29 collects telemetry on Linux and writes a device id and an event store under
+# ~/.cache/Microsoft/DeveloperTools/.onnxruntime for every process; this switches it off entirely.
+# It is read once, when onnxruntime starts, so it is set before onnxruntime is imported (a user's
+# own ORT_DISABLE_TELEMETRY=0 wins). docs/export.md
+os.environ.setdefault("ORT_DISABLE_TELEMETRY", "1")
+
+import numpy as np  # noqa: E402
+from tokenizers import Tokenizer  # noqa: E402
 
 log = logging.getLogger("tfm_cls.infer")
 
@@ -37,6 +50,11 @@ log = logging.getLogger("tfm_cls.infer")
 FORMAT_KEY = "tfm_cls.format"
 FORMAT_VERSION = "tfm_cls-onnx/1"
 TASK = "text-classification"
+# Metadata a classifier export must carry, and the sha256 of the weights it was exported from
+# (runs.WEIGHTS_DIGEST_KEY; checked against a model.safetensors beside the .onnx file).
+REQUIRED_KEYS = ("tfm_cls.labels", "tfm_cls.max_length", "tfm_cls.model_config", "tfm_cls.tokenizer")
+WEIGHTS_DIGEST_KEY = "tfm_cls.weights_sha256"
+WEIGHTS_FILE = "model.safetensors"
 
 INPUT_FORMATS = ("txt", "jsonl", "csv")
 OUTPUT_FORMATS = ("jsonl", "csv")
@@ -47,12 +65,26 @@ class InferenceError(Exception):
     """Bad model or bad input; the message names the file, the line and what was expected."""
 
 
+def _ort():
+    """onnxruntime, imported on first use: the text reader below is imported by tfm_cls without it."""
+    import onnxruntime
+
+    return onnxruntime
+
+
 @dataclass
 class Record:
-    """One text to classify; `id` is the user's id, or the line/row number where there is none."""
+    """One input line (txt, jsonl) or row (csv). `id` is the user's id, or the line/row number;
+    `line` the line number in the input (for csv the row's last line)."""
 
     id: str
     text: str
+    line: int
+
+    @property
+    def empty(self) -> bool:
+        """Nothing to classify (empty or whitespace only): the row says so instead of guessing."""
+        return not self.text.strip()
 
 
 @dataclass
@@ -69,8 +101,9 @@ class Stats:
 # ---- the model ---------------------------------------------------------------------------------
 
 
-def make_session(model_path: str, providers: list[str] | None = None, threads: int = 0) -> ort.InferenceSession:
+def make_session(model_path: str, providers: list[str] | None = None, threads: int = 0) -> Any:
     """An onnxruntime session on `model_path`, with clear errors for a missing or unreadable file."""
+    ort = _ort()
     if not os.path.isfile(model_path):
         raise InferenceError(f"model file not found: {model_path}")
     providers = providers or ["CPUExecutionProvider"]
@@ -89,7 +122,7 @@ def make_session(model_path: str, providers: list[str] | None = None, threads: i
         raise InferenceError(f"{model_path} is not a readable ONNX model: {err}") from None
 
 
-def read_metadata(session: ort.InferenceSession, model_path: str) -> dict[str, str]:
+def read_metadata(session: Any, model_path: str) -> dict[str, str]:
     """The tfm_cls metadata of a classifier export; rejects models that are not ours."""
     meta = session.get_modelmeta().custom_metadata_map
     if meta.get(FORMAT_KEY) != FORMAT_VERSION:
@@ -101,7 +134,35 @@ def read_metadata(session: ort.InferenceSession, model_path: str) -> dict[str, s
     task = meta.get("tfm_cls.task")
     if task != TASK:
         raise InferenceError(f"{model_path} is a tfm_cls {task!r} model; this script runs {TASK!r} models")
+    missing = [key for key in REQUIRED_KEYS if key not in meta]
+    if missing:
+        raise InferenceError(
+            f"{model_path} carries the tfm_cls marker but lacks the metadata {missing}; "
+            "re-export it with `tfm-cls export --run RUN`"
+        )
     return meta
+
+
+def file_sha256(path: str) -> str:
+    digest = hashlib.sha256()
+    with open(path, "rb") as f:
+        for block in iter(lambda: f.read(1 << 20), b""):
+            digest.update(block)
+    return digest.hexdigest()
+
+
+def check_weights(meta: dict[str, str], model_path: str) -> None:
+    """An export inside a run directory must come from that run's current weights: a retrained
+    run (another model.safetensors) makes it stale. Outside a run directory nothing is checked."""
+    weights = os.path.join(os.path.dirname(os.path.abspath(model_path)), WEIGHTS_FILE)
+    expected = meta.get(WEIGHTS_DIGEST_KEY)
+    if expected is None or not os.path.isfile(weights):
+        return
+    if file_sha256(weights) != expected:
+        raise InferenceError(
+            f"{model_path} was exported from other weights than {weights} beside it (the run was retrained "
+            f"since); re-export it: tfm-cls export --run {os.path.dirname(weights) or '.'}"
+        )
 
 
 class Classifier:
@@ -116,13 +177,22 @@ class Classifier:
     ):
         self.session = make_session(model_path, providers, threads)
         meta = read_metadata(self.session, model_path)
-        self.labels: list[str] = json.loads(meta["tfm_cls.labels"])
-        self.model_max_length = int(meta["tfm_cls.max_length"])
-        if max_length is not None and not 1 <= max_length <= self.model_max_length:
-            raise InferenceError(f"--max-length must be in [1, {self.model_max_length}], got {max_length}")
+        check_weights(meta, model_path)
+        try:
+            self.labels: list[str] = json.loads(meta["tfm_cls.labels"])
+            self.model_max_length = int(meta["tfm_cls.max_length"])
+            self.pad_id = int(json.loads(meta["tfm_cls.model_config"])["pad_token_id"])
+            self.tokenizer = Tokenizer.from_str(meta["tfm_cls.tokenizer"])
+        except Exception as err:  # malformed JSON, a missing key, a tokenizer that does not parse
+            raise InferenceError(f"{model_path}: unreadable tfm_cls metadata ({err}); re-export it") from None
+        # [CLS] and [SEP] are added after truncation: a limit must leave room for one real token.
+        shortest = self.tokenizer.num_special_tokens_to_add(False) + 1
+        if max_length is not None and not shortest <= max_length <= self.model_max_length:
+            raise InferenceError(
+                f"--max-length must be in [{shortest}, {self.model_max_length}] for {model_path} "
+                f"({shortest - 1} special tokens plus at least one text token), got {max_length}"
+            )
         self.max_length = max_length or self.model_max_length
-        self.pad_id = int(json.loads(meta["tfm_cls.model_config"])["pad_token_id"])
-        self.tokenizer = Tokenizer.from_str(meta["tfm_cls.tokenizer"])
         self.tokenizer.no_padding()  # batches are padded here, to their own longest row
         self.tokenizer.enable_truncation(self.max_length)
         self.output_names = [o.name for o in self.session.get_outputs()]
@@ -179,70 +249,100 @@ def detect_format(path: str, given: str | None, allowed: tuple[str, ...], defaul
 
 
 def decoded_lines(stream, name: str, invalid_utf8: str, stats: Stats) -> Iterator[tuple[int, str]]:
-    """(line number, text without the newline) for each line of a binary stream."""
+    """(line number, text) for each line of a binary stream: lines end at b"\n" only (a "\r"
+    before it is dropped; U+2028, U+0085 and form feeds are part of the text), the last line
+    needs no newline, a UTF-8 byte-order mark at the start is dropped. Invalid UTF-8 is an
+    InferenceError naming the line and byte offset, or with invalid_utf8="replace" U+FFFD,
+    counted in `stats.invalid_utf8`. The one line reader of tfm_cls (predict, eval, quantize,
+    pretraining text files use it too)."""
+    offset = 0
     for lineno, raw in enumerate(stream, start=1):
+        size = len(raw)
+        if raw.endswith(b"\n"):
+            raw = raw[:-1]
+            if raw.endswith(b"\r"):
+                raw = raw[:-1]
         try:
             line = raw.decode("utf-8")
         except UnicodeDecodeError as err:
-            if invalid_utf8 == "error":
+            if invalid_utf8 != "replace":
                 raise InferenceError(
-                    f"{name}:{lineno}: invalid UTF-8 (byte 0x{raw[err.start]:02x} at column {err.start + 1}); "
+                    f"{name}, line {lineno}: invalid UTF-8 (byte 0x{raw[err.start]:02x} at byte offset "
+                    f"{offset + err.start} of the file, column {err.start + 1} of the line); "
                     "fix the file or pass --invalid-utf8 replace to substitute U+FFFD"
                 ) from None
             stats.invalid_utf8 += 1
             line = raw.decode("utf-8", errors="replace")
         if lineno == 1:
             line = line.removeprefix("\ufeff")  # a byte-order mark is not part of the text
-        yield lineno, line.rstrip("\r\n")
+        offset += size
+        yield lineno, line
 
 
 def read_records(
     stream, name: str, fmt: str, text_field: str, invalid_utf8: str, stats: Stats
 ) -> Iterator[Record]:
-    """Records from a txt / jsonl / csv binary stream, lazily; empty texts are counted and skipped."""
+    """One Record per input line (txt, jsonl) or csv row, lazily and in order; an empty or blank
+    one included (Record.empty), so outputs align with inputs by position."""
     lines = decoded_lines(stream, name, invalid_utf8, stats)
-
-    def keep(lineno: int, text: str) -> bool:
-        if text.strip():
-            return True
-        stats.empty += 1
-        if len(stats.empty_lines) < 5:
-            stats.empty_lines.append(lineno)
-        return False
 
     if fmt == "txt":
         for lineno, text in lines:
-            if keep(lineno, text):
-                yield Record(str(lineno), text)
+            yield Record(str(lineno), text, lineno)
     elif fmt == "jsonl":
         for lineno, line in lines:
             if not line.strip():
-                keep(lineno, "")
+                yield Record(str(lineno), "", lineno)
                 continue
             try:
                 obj = json.loads(line)
             except json.JSONDecodeError as err:
-                raise InferenceError(f"{name}:{lineno}: not valid JSON ({err.msg})") from None
-            if not isinstance(obj, dict) or not isinstance(obj.get(text_field), str):
+                raise InferenceError(f"{name}, line {lineno}: not valid JSON ({err.msg})") from None
+            if not isinstance(obj, dict) or text_field not in obj:
+                keys = sorted(obj) if isinstance(obj, dict) else type(obj).__name__
                 raise InferenceError(
-                    f"{name}:{lineno}: expected an object with a string field {text_field!r}, got {line[:80]!r}"
+                    f"{name}, line {lineno}: expected an object with key {text_field!r}, got {keys}; pass --text-field"
                 )
-            if keep(lineno, obj[text_field]):
-                yield Record(str(obj.get("id", lineno)), obj[text_field])
+            if not isinstance(obj[text_field], (str, type(None))):
+                raise InferenceError(
+                    f"{name}, line {lineno}: key {text_field!r} holds {type(obj[text_field]).__name__}, expected a string"
+                )
+            yield Record(str(obj.get("id", lineno)), obj[text_field] or "", lineno)
     elif fmt == "csv":
         # csv pulls further lines itself for quoted fields that span lines; line_num tracks them.
-        text_lines = (text for _, text in lines)
-        reader = csv.DictReader(text_lines)
+        numbered = iter(lines)
+        current = [0]
+
+        def text_lines() -> Iterator[str]:
+            for lineno, text in numbered:
+                current[0] = lineno
+                yield text
+
+        reader = csv.DictReader(text_lines())
         if reader.fieldnames is None or text_field not in reader.fieldnames:
             raise InferenceError(
                 f"{name}: expected a header row with a {text_field!r} column, got {reader.fieldnames}"
             )
         for row_number, row in enumerate(reader, start=1):
-            text = row[text_field] or ""
-            if keep(reader.line_num, text):
-                yield Record(str(row.get("id") or row_number), text)
+            yield Record(str(row.get("id") or row_number), row[text_field] or "", current[0])
     else:
         raise InferenceError(f"unknown input format {fmt!r}; expected one of {INPUT_FORMATS}")
+
+
+def open_input(path: str):
+    """The binary stream of `path` (`-` = stdin); a missing path or a folder is an InferenceError.
+    Special files (/dev/null, pipes, process substitution) are read like files."""
+    if path == "-":
+        buffer = getattr(sys.stdin, "buffer", None)  # a text-only stdin (an embedding program) is encoded
+        return buffer if buffer is not None else io.BytesIO(sys.stdin.read().encode("utf-8"))
+    if not os.path.exists(path):
+        raise InferenceError(f"input file not found: {path}")
+    if os.path.isdir(path):
+        raise InferenceError(f"input {path} is a folder; pass a file (or - for stdin)")
+    try:
+        return open(path, "rb")  # noqa: SIM115
+    except OSError as err:
+        raise InferenceError(f"cannot read input {path}: {err.strerror}") from None
 
 
 def chunks(records: Iterable[Record], size: int) -> Iterator[list[Record]]:
@@ -259,6 +359,23 @@ def chunks(records: Iterable[Record], size: int) -> Iterator[list[Record]]:
 # ---- writing -----------------------------------------------------------------------------------
 
 
+def prediction_row(record: Record, labels: list[str], probs: np.ndarray | None, truncated: bool) -> dict[str, Any]:
+    """The JSONL row of one input line; an empty line's row has no label and says it is empty."""
+    if probs is None:
+        return {"id": record.id, "line": record.line, "label": None, "score": None, "probabilities": None,
+                "truncated": False, "empty": True}
+    best = int(probs.argmax())
+    return {
+        "id": record.id,
+        "line": record.line,
+        "label": labels[best],
+        "score": round(float(probs[best]), 6),
+        "probabilities": {label: round(float(p), 6) for label, p in zip(labels, probs)},
+        "truncated": truncated,
+        "empty": False,
+    }
+
+
 class Writer:
     """Writes predictions as JSONL or CSV, one row per record, as they come."""
 
@@ -266,31 +383,74 @@ class Writer:
         self.stream, self.fmt, self.labels = stream, fmt, labels
         if fmt == "csv":
             self.csv = csv.writer(stream)
-            self.csv.writerow(["id", "label", "score", *(f"prob_{label}" for label in labels), "truncated"])
+            self.csv.writerow(["id", "line", "label", "score", *(f"prob_{label}" for label in labels), "truncated", "empty"])
 
-    def write(self, record: Record, probs: np.ndarray, truncated: bool) -> None:
-        best = int(probs.argmax())
+    def write(self, record: Record, probs: np.ndarray | None, truncated: bool) -> None:
         if self.fmt == "jsonl":
-            row = {
-                "id": record.id,
-                "label": self.labels[best],
-                "score": round(float(probs[best]), 6),
-                "probabilities": {label: round(float(p), 6) for label, p in zip(self.labels, probs)},
-                "truncated": truncated,
-            }
+            row = prediction_row(record, self.labels, probs, truncated)
             self.stream.write(json.dumps(row, ensure_ascii=False) + "\n")
+        elif probs is None:
+            self.csv.writerow([record.id, record.line, "", "", *([""] * len(self.labels)), 0, 1])
         else:
+            best = int(probs.argmax())
             self.csv.writerow(
-                [record.id, self.labels[best], f"{probs[best]:.6f}", *(f"{p:.6f}" for p in probs), int(truncated)]
+                [record.id, record.line, self.labels[best], f"{probs[best]:.6f}", *(f"{p:.6f}" for p in probs),
+                 int(truncated), 0]
             )
+
+
+def _full(err: OSError) -> bool:
+    return err.errno in (errno.ENOSPC, errno.EDQUOT)
+
+
+class OutputFile:
+    """An output file written beside its target under a temporary name and renamed into place only
+    when complete: a failure (a full disk, a bad input line) leaves no partial file behind."""
+
+    def __init__(self, path: str):
+        self.path = path
+        folder = os.path.dirname(os.path.abspath(path))
+        try:
+            fd, self.tmp = tempfile.mkstemp(prefix=f".{os.path.basename(path)}.", suffix=".partial", dir=folder)
+        except OSError as err:
+            raise self.error(err) from None
+        self.stream = os.fdopen(fd, "w", encoding="utf-8", newline="")
+
+    def error(self, err: OSError) -> InferenceError:
+        if _full(err):
+            return InferenceError(f"no space left on device writing {self.path}; free some space or write elsewhere "
+                                  "(no output file was written)")
+        return InferenceError(f"cannot write {self.path}: {err.strerror or err}")
+
+    def commit(self) -> None:
+        try:
+            self.stream.flush()
+            os.fsync(self.stream.fileno())
+            self.stream.close()
+            mask = os.umask(0)
+            os.umask(mask)
+            os.chmod(self.tmp, 0o666 & ~mask)
+            os.replace(self.tmp, self.path)
+        except OSError as err:
+            self.discard()
+            raise self.error(err) from None
+
+    def discard(self) -> None:
+        try:
+            self.stream.close()
+        except OSError:
+            pass  # a full disk again while flushing: the file goes anyway
+        if os.path.exists(self.tmp):
+            os.remove(self.tmp)
 
 
 # ---- the command -------------------------------------------------------------------------------
 
 
 def _progress(disable: bool):
-    """A tqdm bar that appears only once a run has lasted a second; None without tqdm."""
-    if disable:
+    """A tqdm bar on a terminal that appears once a run has lasted a second; None without tqdm
+    or when stderr is redirected (a log file gets no carriage-return lines)."""
+    if disable or not sys.stderr.isatty():
         return None
     try:
         from tqdm import tqdm
@@ -303,9 +463,17 @@ def classify_stream(classifier: Classifier, records: Iterable[Record], writer: W
     bar = _progress(args.no_progress)
     # A chunk is sorted by length and cut into batches; its size bounds the memory used.
     for chunk in chunks(records, args.batch_size * args.chunk_batches):
-        probs, truncated = classifier.predict_proba([r.text for r in chunk], args.batch_size)
-        for record, p, t in zip(chunk, probs, truncated):
-            writer.write(record, p, t)
+        full = [r for r in chunk if not r.empty]
+        probs, truncated = classifier.predict_proba([r.text for r in full], args.batch_size) if full else ([], [])
+        results = iter(zip(probs, truncated))
+        for record in chunk:
+            if record.empty:
+                writer.write(record, None, False)
+                stats.empty += 1
+                if len(stats.empty_lines) < 5:
+                    stats.empty_lines.append(record.line)
+            else:
+                writer.write(record, *next(results))
         stats.texts += len(chunk)
         stats.truncated += sum(truncated)
         if bar is not None:
@@ -343,7 +511,7 @@ def main(argv: list[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
     logging.basicConfig(level=logging.INFO, format="%(levelname)s %(message)s", stream=sys.stderr)
     if args.batch_size < 1 or args.chunk_batches < 1:
-        log.error("--batch-size and --chunk-batches must be positive")
+        print("error: --batch-size and --chunk-batches must be positive", file=sys.stderr)
         return 2
     stats = Stats()
     start = time.perf_counter()
@@ -353,36 +521,35 @@ def main(argv: list[str] | None = None) -> int:
         )
         in_fmt = detect_format(args.input, args.input_format, INPUT_FORMATS, "txt")
         out_fmt = detect_format(args.output, args.output_format, OUTPUT_FORMATS, "jsonl")
-        if args.input != "-" and not os.path.isfile(args.input):
-            raise InferenceError(f"input file not found: {args.input}")
-        # Written to a side file and renamed at the end: a failed run leaves no half-written output.
-        partial = None if args.output == "-" else args.output + ".partial"
-        source = sys.stdin.buffer if args.input == "-" else open(args.input, "rb")  # noqa: SIM115
-        sink = sys.stdout if partial is None else open(partial, "w", encoding="utf-8", newline="")  # noqa: SIM115
-        done = False
+        source = open_input(args.input)
+        output = None if args.output == "-" else OutputFile(args.output)
         try:
             name = "<stdin>" if args.input == "-" else args.input
             records = read_records(source, name, in_fmt, args.text_field, args.invalid_utf8, stats)
+            sink = sys.stdout if output is None else output.stream
             classify_stream(classifier, records, Writer(sink, out_fmt, classifier.labels), args, stats)
-            done = True
-        finally:
-            if source is not sys.stdin.buffer:
-                source.close()
-            if partial is None:
-                sink.flush()
+            if output is None:
+                sys.stdout.flush()
             else:
-                sink.close()
-                if done:
-                    os.replace(partial, args.output)
-                else:
-                    os.remove(partial)
+                output.commit()
+                output = None
+        except OSError as err:
+            if output is None:
+                raise InferenceError(f"cannot write the output: {err.strerror or err}") from None
+            raise output.error(err) from None
+        finally:
+            if output is not None:
+                output.discard()
+            if args.input != "-":
+                source.close()
     except InferenceError as err:
-        log.error("%s", err)
+        print(f"error: {err}", file=sys.stderr)  # the convention of `tfm-cls`: one line, exit 2
         return 2
     seconds = time.perf_counter() - start
     log.info("classified %d texts in %.1f s (%.0f texts/s)", stats.texts, seconds, stats.texts / max(seconds, 1e-9))
     if stats.empty:
-        log.warning("skipped %d empty texts (lines %s%s)", stats.empty, stats.empty_lines, "..." * (stats.empty > 5))
+        log.warning("%d empty lines (e.g. lines %s) got a row with \"empty\": true and no label", stats.empty,
+                    stats.empty_lines)
     if stats.truncated:
         log.warning("truncated %d texts to %d tokens", stats.truncated, classifier.max_length)
     if stats.invalid_utf8:

@@ -73,8 +73,7 @@ class VerifyReport:
 
     def add(self, name: str, status: str, detail: str) -> None:
         self.checks.append(Check(name, status, detail))
-        log = logger.error if status == "FAIL" else logger.info
-        log("%-5s %s: %s", status, name, detail)
+        logger.debug("%-5s %s: %s", status, name, detail)  # the caller shows the whole report once
 
     def __str__(self) -> str:
         lines = [f"verify {self.path} ({self.task}): {'PASSED' if self.ok else 'FAILED'}"]
@@ -363,9 +362,11 @@ def verify(
     spec: ExportSpec | None = None,
     cases: list[Case] | None = None,
     seed: int = 0,
+    name: str | None = None,
 ) -> VerifyReport:
     """Check `onnx_path` against `torch_model` (see the module docstring); returns the report,
-    raises VerificationError (carrying it) on the first failing stage.
+    raises VerificationError (carrying it) on the first failing stage. `name`: the file named in
+    the report (the export's final name when `onnx_path` is its temporary file).
 
     `providers`: None = CPU plus CUDA where available (a skip line otherwise); a list = exactly
     those, failing when one is unavailable. `spec`: default from the file's task metadata.
@@ -377,7 +378,7 @@ def verify(
     cpu_session = make_session(path, CPU)
     meta = cpu_session.get_modelmeta().custom_metadata_map
     spec = spec or specs.spec_for_task(meta.get(specs.TASK_KEY), str(path))
-    report = VerifyReport(str(path), spec.task)
+    report = VerifyReport(name or str(path), spec.task)
     if meta.get(specs.FORMAT_KEY) != specs.FORMAT_VERSION:
         report.add("metadata", "FAIL", f"{specs.FORMAT_KEY!r} is {meta.get(specs.FORMAT_KEY)!r}, expected {specs.FORMAT_VERSION!r}")
         raise VerificationError(report)
@@ -396,5 +397,10 @@ def verify(
         check_provider(model, session, spec, cases, provider, report, seed)
         if spec.task in (specs.SEQ2SEQ.task, specs.SEQ2SEQ_DECODER.task):
             check_greedy(model, path, spec, meta, provider, report, seed)
-    logger.info("%s", report)
     return report
+
+
+def first_failure(report: VerifyReport) -> str:
+    """The failed check of a report, in one line."""
+    failed = [c for c in report.checks if c.status == "FAIL"]
+    return f"{failed[0].name}: {failed[0].detail}" if failed else "no check failed"

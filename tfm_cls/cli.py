@@ -63,10 +63,11 @@ def _write_or_print(text: str, output: str | None) -> None:
 
 def cmd_train(args: argparse.Namespace) -> int:
     from tfm_cls.config import ClassifierConfig, load_config
+
+    cfg = load_config(ClassifierConfig, args.config, args.overrides)  # a bad config fails before torch loads
     from tfm_cls.train import train
 
     _quiet_datasets()
-    cfg = load_config(ClassifierConfig, args.config, args.overrides)
     metrics = train(cfg, resume=args.resume, overwrite=args.overwrite)
     summary = {split: {k: metrics[split][k] for k in ("accuracy", "macro_f1", "loss")} for split in ("validation", "test")}
     if os.environ.get("RANK", "0") == "0":  # under torchrun every rank returns the metrics; one prints
@@ -143,47 +144,90 @@ def cmd_eval(args: argparse.Namespace) -> int:
 
 def cmd_predict(args: argparse.Namespace) -> int:
     from tfm_cls.distributed import select_device
-    from tfm_cls.io import atomic_path
-    from tfm_cls.predict import predict_proba, prediction_records, read_texts, write_jsonl
+    from tfm_cls.io import atomic_path, disk_full_error, is_disk_full
+    from tfm_cls.predict import predict_records, read_records, write_jsonl
     from tfm_cls.runs import load_run
 
     run = load_run(args.run, device=select_device(args.device))
-    texts = read_texts(args.input, args.input_format, args.text_field)
-    probs = predict_proba(run, texts, args.batch_size)
-    records = prediction_records(probs, run.labels)
+    records, stats = read_records(args.input, args.input_format, args.text_field, args.invalid_utf8)
+    rows = predict_records(run, records, args.batch_size)
     if args.output == "-":
-        count = write_jsonl(records, sys.stdout)
+        count = write_jsonl(rows, sys.stdout)
     else:
-        with atomic_path(args.output) as tmp, open(tmp, "w", encoding="utf-8") as out:
-            count = write_jsonl(records, out)
-    logger.info("predicted %d texts -> %s", count, args.output)
+        try:  # written beside the target and renamed when complete: never a partial file
+            with atomic_path(args.output) as tmp, open(tmp, "w", encoding="utf-8") as out:
+                count = write_jsonl(rows, out)
+        except OSError as err:
+            if is_disk_full(err, Path(args.output).parent):
+                raise disk_full_error(args.output) from err
+            raise
+    empty = sum(r.empty for r in records)
+    logger.info("predicted %d texts -> %s%s", count - empty, args.output,
+                f" ({empty} empty lines: rows with \"empty\": true and no label)" if empty else "")
+    if stats.invalid_utf8:
+        logger.warning("replaced invalid UTF-8 on %d lines with U+FFFD", stats.invalid_utf8)
     return 0
 
 
 # ---- ONNX: export, verify, quantize, infer ------------------------------------------------------------
 
 
-def _verified(model, path: Path, providers: str | None) -> int:
-    from tfm_cls.export.verify import VerificationError, verify
+def _check_onnx(model, path: Path, providers: str | None, name: Path) -> None:
+    """Verify `path` (shown as `name`) against `model`; print the report once; exit 1 on failure."""
+    from tfm_cls.export.verify import VerificationError, first_failure, verify
 
     try:
-        report = verify(model, path, _providers(providers))
+        report = verify(model, path, _providers(providers), name=str(name))
     except VerificationError as err:
-        raise _Failed(str(err), 1) from err
+        print(err.report, file=sys.stderr)  # the full report, then the one-line error
+        raise _Failed(f"{name}: verification failed ({first_failure(err.report)})", 1) from err
     print(report)
-    return 0
+
+
+def _check_digest(run_dir: Path, path: Path) -> None:
+    """Refuse an ONNX file exported from other weights than the run's model.safetensors."""
+    import onnx
+
+    from tfm_cls.errors import RunDirError
+    from tfm_cls.runs import WEIGHTS_DIGEST_KEY, WEIGHTS_FILE, weights_digest
+
+    try:
+        meta = {p.key: p.value for p in onnx.load(str(path), load_external_data=False).metadata_props}
+    except Exception as err:  # not an ONNX file at all: the verifier says so
+        logger.debug("%s: cannot read metadata (%s)", path, err)
+        return
+    expected = meta.get(WEIGHTS_DIGEST_KEY)
+    if expected is None:
+        logger.warning("%s records no weights digest (exported by an older tfm_cls); cannot tell if it is stale", path)
+    elif (run_dir / WEIGHTS_FILE).is_file() and weights_digest(run_dir / WEIGHTS_FILE) != expected:
+        raise RunDirError(
+            f"{path} was exported from other weights than {run_dir / WEIGHTS_FILE} (the run was retrained since); "
+            f"re-export it: tfm-cls export --run {run_dir}"
+        )
 
 
 def cmd_export(args: argparse.Namespace) -> int:
     from tfm_cls.card import write_card
     from tfm_cls.export.exporter import export_run
-    from tfm_cls.runs import load_run
 
-    path = export_run(args.run, args.output, fuse=args.fuse)
+    target = Path(args.output) if args.output else Path(args.run) / "model.onnx"
+
+    def check(model, tmp: Path) -> None:  # runs on the temporary file, before it replaces `target`
+        if not args.no_verify:
+            _check_onnx(model, tmp, args.providers, target)
+
+    try:
+        path = export_run(args.run, target, fuse=args.fuse, check=check)
+    except _Failed as err:
+        raise _Failed(f"{err}; {target} was not changed", err.code) from err
     logger.info("wrote %s (%.1f MB, one file)", path, Path(path).stat().st_size / 2**20)
+<<<<<<< HEAD
     code = 0 if args.no_verify else _verified(load_run(args.run).model, Path(path), args.providers)
     write_card(args.run)  # the card now says how to run this model.onnx
     return code
+=======
+    return 0
+>>>>>>> main
 
 
 def cmd_verify(args: argparse.Namespace) -> int:
@@ -193,7 +237,9 @@ def cmd_verify(args: argparse.Namespace) -> int:
     path = Path(args.model) if args.model else Path(args.run) / "model.onnx"
     if not path.is_file():
         raise RunDirError(f"{path} not found; export it first: tfm-cls export --run {args.run}")
-    return _verified(load_run(args.run).model, path, args.providers)
+    _check_digest(Path(args.run), path)
+    _check_onnx(load_run(args.run).model, path, args.providers, path)
+    return 0
 
 
 def cmd_quantize(args: argparse.Namespace) -> int:
@@ -284,6 +330,8 @@ def build_parser() -> argparse.ArgumentParser:
                    help="the text's key (jsonl) or column (csv) (default: text)")
     p.add_argument("--batch-size", type=_positive, default=64)
     p.add_argument("--device", default="cpu", help="auto, cpu, cuda or cuda:N (default: cpu)")
+    p.add_argument("--invalid-utf8", choices=("error", "replace"), default="error",
+                   help="error: stop, naming the line and byte offset (default); replace: substitute U+FFFD and count")
     p.set_defaults(func=cmd_predict)
 
     p = sub.add_parser("export", help="export a trained run's classifier to RUN/model.onnx and verify it")
@@ -321,11 +369,14 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def _internal_errors() -> tuple[type[BaseException], ...]:
-    """Exception types that mean bad input although they are not TfmClsError: the standalone
-    inference script's own error (it imports nothing of tfm_cls), and a missing file."""
-    from tfm_cls.export.infer import InferenceError
-
-    return (InferenceError, FileNotFoundError, IsADirectoryError, NotADirectoryError)
+    """Exception types that mean bad input although they are not TfmClsError: a missing file, and
+    the standalone inference script's own error (it imports nothing of tfm_cls), which can only
+    have been raised if that module is loaded (so reporting a failure never imports onnxruntime)."""
+    types: list[type[BaseException]] = [FileNotFoundError, IsADirectoryError, NotADirectoryError]
+    infer = sys.modules.get("tfm_cls.export.infer")
+    if infer is not None:
+        types.append(infer.InferenceError)
+    return tuple(types)
 
 
 def main(argv: list[str] | None = None) -> int:

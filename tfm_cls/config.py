@@ -6,6 +6,7 @@ and the file, and every value is type-checked against the dataclass field it lan
 
 from __future__ import annotations
 
+import copy
 import dataclasses
 import importlib.resources
 import types
@@ -222,9 +223,20 @@ def load_config(
     for p in paths:
         data = merge_config(data, _read_config_file(p))
     where = " + ".join(map(str, paths)) or "config"
-    if overrides:
-        data = apply_overrides(data, overrides, cls)
-    return from_dict(cls, data, where)
+    if not overrides:
+        return from_dict(cls, data, where)
+    file_data, data = copy.deepcopy(data), apply_overrides(data, overrides, cls)
+    try:
+        return from_dict(cls, data, where)
+    except ConfigError as err:
+        try:
+            from_dict(cls, file_data, where)
+        except ConfigError:
+            raise err from None  # the files alone are already wrong: the message names them
+        # The files are fine alone: the command line is to blame, not the file.
+        message = str(err).removeprefix(where).lstrip(".: ")
+        named = [o for o in overrides if o.split("=", 1)[0].rsplit(".", 1)[-1] in message] or overrides
+        raise ConfigError(f"command line {' '.join(named)}: {message}") from None
 
 
 def save_config(config: Any, path: str | Path) -> None:

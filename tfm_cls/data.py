@@ -111,6 +111,9 @@ def _load_local(cfg: DataConfig) -> tuple[DatasetDict, Path | None, str]:
             what = "the training split is empty" if split == "train" else f"the {split} split is empty"
             raise DataError(f"{file}: {what} (the file has no rows)")
     data_files = {split: str(p) for split, p in files.items()}
+    for file in files.values():
+        if file.suffix != ".parquet":
+            check_utf8(file)
     try:
         dsd = load_dataset(builders.pop(), data_files=data_files)
     except Exception as err:  # parse errors come from pyarrow/pandas deep inside datasets
@@ -232,6 +235,7 @@ def _encode_labels(dsd: DatasetDict, labels_file: Path | None, source: str) -> t
         to_id = {name: i for i, name in enumerate(names)}
         to_id.update({i: i for i in range(len(names))})
     else:
+        _refuse_mixed_labels(values, source)
         distinct = sorted(set(values["train"]), key=lambda v: (isinstance(v, str), v))
         names = [str(v) for v in distinct]
         to_id = {v: i for i, v in enumerate(distinct)}
@@ -245,6 +249,11 @@ def _encode_labels(dsd: DatasetDict, labels_file: Path | None, source: str) -> t
                 )
         values = {split: [to_id[v] for v in vals] for split, vals in values.items()}
     seen = set(values["train"])
+    if len(seen) < 2:
+        raise DataError(
+            f"{source} (train split): only {len(seen)} class ({[names[i] for i in seen]}) in {len(values['train'])} "
+            "examples; a classifier needs at least two classes (check data.label_column and the data)"
+        )
     for split in ("validation", "test"):
         if split in values:
             unseen = sorted(set(values[split]) - seen)
@@ -259,6 +268,45 @@ def _encode_labels(dsd: DatasetDict, labels_file: Path | None, source: str) -> t
         ds = ds.remove_columns("label").add_column("label", values[split])
         out[split] = ds.cast_column("label", class_label)
     return DatasetDict(out), names
+
+
+def _is_integer_like(value: Any) -> bool:
+    if isinstance(value, (int, np.integer)) and not isinstance(value, bool):
+        return True
+    return isinstance(value, str) and value.strip().lstrip("-").isdigit()
+
+
+def _refuse_mixed_labels(values: dict[str, list[Any]], source: str) -> None:
+    """Without labels.json, integer labels (0, "1") and names ("sports") in one dataset would
+    silently become different classes (`0` and `"sports"` may be the same): refuse, showing both."""
+    numbers: dict[str, Any] = {}
+    names: dict[str, Any] = {}
+    for split, vals in values.items():
+        for v in vals:
+            (numbers if _is_integer_like(v) else names).setdefault(repr(v), (split, v))
+    if numbers and names:
+        show = lambda d: ", ".join(f"{v!r} ({split})" for split, v in list(d.values())[:5])  # noqa: E731
+        raise DataError(
+            f"{source}: labels mix integers ({show(numbers)}) and names ({show(names)}); use one kind, or add a "
+            "labels.json (class names in index order) beside the data so integers are indices into it"
+        )
+
+
+def check_utf8(path: str | Path) -> None:
+    """Raise DataError naming the file, line and byte offset of the first invalid UTF-8 byte."""
+    from tfm_cls.export.infer import InferenceError, Stats, decoded_lines
+
+    try:
+        with open(path, "rb") as f:
+            try:
+                f.read().decode("utf-8")  # the common case, fast
+                return
+            except UnicodeDecodeError:
+                f.seek(0)
+            for _ in decoded_lines(f, str(path), "error", Stats()):
+                pass
+    except InferenceError as err:
+        raise DataError(str(err)) from None
 
 
 def _carve(train: Dataset, fraction: float, seed: int, what: str, source: str) -> tuple[Dataset, Dataset]:
@@ -326,6 +374,8 @@ def load_eval_split(cfg: DataConfig, path: str | Path, split: str, labels: list[
         file, labels_file = path, path.parent / "labels.json"
     else:
         raise DataError(f"--data {path} does not exist")
+    if file.suffix != ".parquet":
+        check_utf8(file)
     try:
         ds = load_dataset(FILE_BUILDERS[file.suffix], data_files={"eval": str(file)})["eval"]
     except Exception as err:

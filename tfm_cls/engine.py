@@ -22,7 +22,9 @@ from __future__ import annotations
 import contextlib
 import dataclasses
 import logging
+import math
 import random
+import sys
 import time
 from collections.abc import Callable, Iterator
 from pathlib import Path
@@ -37,6 +39,7 @@ from tqdm.contrib.logging import logging_redirect_tqdm
 from tfm_cls import distributed as D
 from tfm_cls.checkpoint import resume_training_checkpoint, save_training_checkpoint
 from tfm_cls.config import TrainConfig
+from tfm_cls.errors import TrainingDivergedError
 from tfm_cls.metrics import is_better
 from tfm_cls.optim import affordable_total_steps, apply_lr, param_groups, set_body_trainable
 from tfm_cls.precision import Precision
@@ -160,8 +163,24 @@ class Engine:
 
     # ---- pieces of the loop -----------------------------------------------------------------------
 
+    def _require_finite(self, value: float, what: str) -> None:
+        """Stop before anything is written when a loss the host already holds is NaN or infinite:
+        last.ckpt and the best weights stay those of the last good state."""
+        if not math.isfinite(value):
+            kept = [p.name for p in (self.checkpoint_path, self.checkpoint_path.parent / "model.safetensors") if p.is_file()]
+            raise TrainingDivergedError(
+                f"training diverged at step {self.state.step}: the {what} is {value} (train.lr={self.cfg.lr}); "
+                f"stopped without writing; kept {kept or 'no earlier checkpoint'} in {self.checkpoint_path.parent}. "
+                "Lower train.lr (or set train.grad_clip) and train again with --overwrite"
+            )
+
     def _checkpoint(self) -> None:  # a collective: every rank calls it
         self.state.loss_sum += self.pending_loss.take()
+        self._require_finite(self.state.loss_sum, "train loss")
+        # The update after the last loss may have made the weights NaN: the checkpoint copies them
+        # to the host anyway, so this check costs no extra synchronisation worth counting.
+        if not bool(torch.stack([torch.isfinite(p).all() for p in self.task.model.parameters()]).all()):
+            self._require_finite(float("nan"), "model's weights (after the last update)")
         save_training_checkpoint(
             self.checkpoint_path, self.env, self.task.model, self.optimizer, self.amp, dataclasses.asdict(self.state)
         )
@@ -169,6 +188,8 @@ class Engine:
     def _evaluate(self) -> None:
         state, cfg, best_metric = self.state, self.cfg, self.task.best_metric
         metrics = self.task.evaluate()
+        if "loss" in metrics:
+            self._require_finite(metrics["loss"], "validation loss")
         state.last_eval_step = state.step
         state.history["eval"].append({"step": state.step, "epoch": state.epoch, **metrics})
         self._report(state.step, {f"validation/{k}": v for k, v in metrics.items()})
@@ -240,7 +261,7 @@ class Engine:
             loader = iter(task.batches(state.epoch, batches[state.position :]))
             bar = tqdm(
                 total=len(batches), initial=state.position, desc=f"{task.name} epoch {state.epoch + 1}/{cfg.epochs}",
-                disable=not cfg.progress or not env.is_main, leave=False, dynamic_ncols=True,
+                disable=not cfg.progress or not env.is_main or not sys.stderr.isatty(), leave=False, dynamic_ncols=True,
             )
             window_start, window_tokens = time.perf_counter(), 0
             while state.position < len(batches) and not state.stopped:
@@ -274,12 +295,15 @@ class Engine:
                     now = time.perf_counter()
                     tokens_per_s = window_tokens / max(now - window_start, 1e-9)
                     mean_loss = state.loss_sum / max(state.loss_count, 1)
+                    self._require_finite(mean_loss, "train loss")
                     state.history["train"].append({"step": state.step, "loss": mean_loss, "lr": cfg.lr * scale})
                     self._report(state.step, {"train/loss": mean_loss, "train/lr": cfg.lr * scale,
                                               "train/tokens_per_second": tokens_per_s})
                     bar.set_postfix(loss=f"{mean_loss:.4f}", lr=f"{cfg.lr * scale:.2e}", tok_s=f"{tokens_per_s:,.0f}")
-                    logger.debug("step %d %s loss %.4f lr %.3e tokens/s %.0f", state.step, task.name, mean_loss,
-                                 cfg.lr * scale, tokens_per_s)
+                    # Without a bar (stderr not a terminal, or progress off) the log line says it.
+                    logger.log(logging.DEBUG if not bar.disable else logging.INFO,
+                               "step %d %s loss %.4f lr %.3e tokens/s %.0f", state.step, task.name, mean_loss,
+                               cfg.lr * scale, tokens_per_s)
                     state.loss_sum, state.loss_count, window_tokens, window_start = 0.0, 0, 0, now
                 if task.has_validation and cfg.eval_every and state.step % cfg.eval_every == 0:
                     self._evaluate()

@@ -55,3 +55,11 @@ class ExportError(TfmClsError, RuntimeError):
 
 class QuantizeError(TfmClsError, ValueError):
     """int8 quantization cannot run on this input."""
+
+
+class DiskFullError(TfmClsError, OSError):
+    """A file could not be written because its device is full; the message says which file."""
+
+
+class TrainingDivergedError(TfmClsError, RuntimeError):
+    """The training loss became NaN or infinite; the last good checkpoint and weights are kept."""

@@ -4,10 +4,7 @@ engine's evaluation, DDP-aware), and batch prediction of texts read from txt / j
 from __future__ import annotations
 
 import contextlib
-import csv
-import io
 import json
-import sys
 import time
 from collections.abc import Iterator
 from pathlib import Path
@@ -21,6 +18,8 @@ from tokenizers import Tokenizer
 from tfm_cls import distributed as D
 from tfm_cls.batching import LengthBucketSampler, TokenizedSplit, batch_loader
 from tfm_cls.errors import InputError
+from tfm_cls.export.infer import InferenceError, Record, Stats, open_input, prediction_row
+from tfm_cls.export.infer import read_records as infer_read_records
 from tfm_cls.metrics import classification_metrics
 from tfm_cls.precision import Precision
 from tfm_cls.runs import LoadedRun
@@ -89,39 +88,33 @@ def _format_of(path: str, fmt: str) -> str:
     if fmt != "auto":
         return fmt
     suffix = Path(path).suffix.lower()
-    return {".jsonl": "jsonl", ".json": "jsonl", ".csv": "csv"}.get(suffix, "txt")
+    return {".jsonl": "jsonl", ".json": "jsonl", ".ndjson": "jsonl", ".csv": "csv"}.get(suffix, "txt")
+
+
+def read_records(
+    path: str, fmt: str = "auto", column: str = "text", invalid_utf8: str = "error",
+) -> tuple[list[Record], Stats]:
+    """One Record per line (txt, jsonl) or row (csv) of `path` (`-` = stdin), empty ones included,
+    with the reader of the ONNX inference script (export/infer.py), so both inference paths agree
+    on what a line is: lines end at "\n" only, invalid UTF-8 is an InputError naming the line and
+    byte offset unless `invalid_utf8="replace"` (counted in the returned Stats)."""
+    stats = Stats()
+    name = "<stdin>" if path == "-" else path
+    try:
+        stream = open_input(path)
+        try:
+            records = list(infer_read_records(stream, name, _format_of(path, fmt), column, invalid_utf8, stats))
+        finally:
+            if path != "-":
+                stream.close()
+    except InferenceError as err:
+        raise InputError(str(err).replace("input file not found:", "input file does not exist:")) from None
+    return records, stats
 
 
 def read_texts(path: str, fmt: str = "auto", column: str = "text") -> list[str]:
-    """Texts from `path` (`-` = stdin): txt one per line, jsonl objects' `column`, csv `column`."""
-    fmt = _format_of(path, fmt)
-    name = "<stdin>" if path == "-" else path
-    if path == "-":
-        content = sys.stdin.read()
-    else:
-        if not Path(path).is_file():
-            raise InputError(f"input file {path} does not exist")
-        content = Path(path).read_text(encoding="utf-8", errors="replace")
-    if fmt == "txt":
-        return content.splitlines()
-    if fmt == "csv":
-        reader = csv.DictReader(io.StringIO(content))
-        if reader.fieldnames is None or column not in reader.fieldnames:
-            raise InputError(f"{name}: no column {column!r}; the columns are {reader.fieldnames}; pass --column")
-        return [row[column] or "" for row in reader]
-    texts = []
-    for number, line in enumerate(content.splitlines(), 1):
-        if not line.strip():
-            continue
-        try:
-            row = json.loads(line)
-        except json.JSONDecodeError as err:
-            raise InputError(f"{name}, line {number}: not valid JSON ({err})") from err
-        if not isinstance(row, dict) or column not in row:
-            keys = sorted(row) if isinstance(row, dict) else type(row).__name__
-            raise InputError(f"{name}, line {number}: expected an object with key {column!r}, got {keys}; pass --column")
-        texts.append("" if row[column] is None else str(row[column]))
-    return texts
+    """The texts of `read_records` (empty lines included, as "")."""
+    return [r.text for r in read_records(path, fmt, column)[0]]
 
 
 def _batches(n: int, lengths: list[int], batch_size: int) -> Iterator[list[int]]:
@@ -130,13 +123,21 @@ def _batches(n: int, lengths: list[int], batch_size: int) -> Iterator[list[int]]
         yield order[start : start + batch_size].tolist()
 
 
+def _encode(run: LoadedRun, texts: list[str]) -> tuple[list[list[int]], list[bool]]:
+    """Token ids of each text (truncated as in training) and whether it was truncated."""
+    tokenizer = Tokenizer.from_str(run.tokenizer.to_str())
+    tokenizer.no_padding()  # each batch is padded to its own longest text
+    encodings = tokenizer.encode_batch(texts) if texts else []
+    return [e.ids for e in encodings], [bool(e.overflowing) for e in encodings]
+
+
 @torch.no_grad()
-def predict_proba(run: LoadedRun, texts: list[str], batch_size: int = 64) -> np.ndarray:
+def predict_proba(
+    run: LoadedRun, texts: list[str], batch_size: int = 64, encodings: list[list[int]] | None = None,
+) -> np.ndarray:
     """Class probabilities [len(texts), num_classes] (softmax of the logits), in input order."""
     device = next(run.model.parameters()).device
-    tokenizer = Tokenizer.from_str(run.tokenizer.to_str())
-    tokenizer.no_padding()  # each batch is padded below, to its own longest text
-    encodings = [e.ids for e in tokenizer.encode_batch(texts)] if texts else []
+    encodings = _encode(run, texts)[0] if encodings is None else encodings
     probs = np.zeros((len(texts), len(run.labels)), dtype=np.float32)
     pad_id = run.model.config.get("pad_token_id") or 0
     for indices in _batches(len(texts), [len(e) for e in encodings], batch_size):
@@ -151,14 +152,17 @@ def predict_proba(run: LoadedRun, texts: list[str], batch_size: int = 64) -> np.
     return probs
 
 
-def prediction_records(probs: np.ndarray, labels: list[str]) -> Iterator[dict[str, Any]]:
-    for row in probs:
-        best = int(row.argmax())
-        yield {
-            "label": labels[best],
-            "score": float(row[best]),
-            "probabilities": {name: float(p) for name, p in zip(labels, row)},
-        }
+def predict_records(run: LoadedRun, records: list[Record], batch_size: int = 64) -> Iterator[dict[str, Any]]:
+    """One output row per record, in order (the rows of export/infer.py: id, line, label, score,
+    probabilities, truncated, empty); an empty record's row has label None and "empty": true."""
+    full = [r for r in records if not r.empty]
+    ids, truncated = _encode(run, [r.text for r in full])
+    probs = predict_proba(run, [r.text for r in full], batch_size, ids)
+    results = iter(zip(probs, truncated))
+    for record in records:
+        yield prediction_row(record, run.labels, None, False) if record.empty else prediction_row(
+            record, run.labels, *next(results)
+        )
 
 
 def write_jsonl(records: Iterator[dict[str, Any]], out: TextIO) -> int:

@@ -15,12 +15,15 @@ runs/<name>/
     tensorboard/                TensorBoard event files (train.tensorboard)
     last.ckpt                   resumable checkpoint (model, optimizer, RNG, step, sampler position)
     train.log
+    model.onnx, model.int8.onnx written by `tfm-cls export` / `quantize`; their metadata holds the
+                                sha256 of model.safetensors they came from (`weights_digest`)
 """
 
 from __future__ import annotations
 
 import contextlib
 import dataclasses
+import hashlib
 import logging
 from collections.abc import Iterable, Iterator
 from pathlib import Path
@@ -32,7 +35,7 @@ from tokenizers import Tokenizer
 
 from tfm_cls.checkpoint import load_weights
 from tfm_cls.config import ClassifierConfig, load_config, to_dict
-from tfm_cls.errors import ConfigError, RunDirError
+from tfm_cls.errors import ConfigError, RunDirError, TfmClsError
 from tfm_cls.io import read_json
 from tfm_cls.tokenizer import load_tokenizer
 
@@ -59,11 +62,22 @@ PRETRAIN_FILES = (
     PRETRAIN_CONFIG_FILE, MODEL_CONFIG_FILE, TOKENIZER_FILE, ENCODER_FILE, MLM_HEAD_FILE, METRICS_FILE,
     HISTORY_FILE, PRETRAIN_CURVES_FILE, LAST_CHECKPOINT, LOG_FILE,
 )
+# Files derived from the trained weights by `tfm-cls export` / `quantize`: any training start
+# (a rerun, --overwrite, --resume) removes them, as they would no longer match the weights.
+ONNX_FILE = "model.onnx"
+INT8_FILE = "model.int8.onnx"
+DERIVED_FILES = (ONNX_FILE, INT8_FILE, "model.int8.quantization.json")
 # What a classification run writes: a rerun of the same config removes them first.
 CLASSIFIER_FILES = (
     CONFIG_FILE, MODEL_CONFIG_FILE, TOKENIZER_FILE, LABELS_FILE, WEIGHTS_FILE, METRICS_FILE,
+<<<<<<< HEAD
     HISTORY_FILE, REPORT_FILE, CONFUSION_FILE, CURVES_FILE, LAST_CHECKPOINT, LOG_FILE, CARD_FILE,
+=======
+    HISTORY_FILE, REPORT_FILE, CONFUSION_FILE, CURVES_FILE, LAST_CHECKPOINT, LOG_FILE, *DERIVED_FILES,
+>>>>>>> main
 )
+# The ONNX metadata key holding the sha256 of the weights file an export was made from.
+WEIGHTS_DIGEST_KEY = "tfm_cls.weights_sha256"
 
 # Config keys that may differ between a run directory's saved config and a resumed / rerun one:
 # they do not change what is trained (train and pretrain share TrainConfig).
@@ -111,8 +125,12 @@ def prepare_run_dir(
     different run (its `config_file` differs) is refused unless `overwrite`; `resume` needs the
     same run and its last checkpoint; a rerun of the same config deletes `run_files` and starts
     over. A folder holding only train.log is a run that failed before it started: reusable.
-    `kind` ("" or "pretraining ") names the run in the messages."""
+    A finished run (its metrics.json written) is never deleted by a plain rerun: that needs
+    `overwrite`. Files derived from the weights (DERIVED_FILES: ONNX exports) are removed by every
+    training start. `kind` ("" or "pretraining ") names the run in the messages."""
     run_dir = config.resolved_run_dir()
+    if run_dir.exists() and not run_dir.is_dir():
+        raise RunDirError(f"run_dir {run_dir} is a file, not a folder; choose another run_dir=PATH / name=NAME")
     saved_config = run_dir / config_file
     if resume and not (saved_config.is_file() and (run_dir / LAST_CHECKPOINT).is_file()):
         raise RunDirError(f"--resume: {run_dir} holds no {kind}checkpoint to resume ({LAST_CHECKPOINT} missing)")
@@ -126,8 +144,13 @@ def prepare_run_dir(
                 + ("resume it with its own config" if resume
                    else "pass --overwrite to replace it, or choose another run_dir=PATH / name=NAME")
             )
+        if not resume and not overwrite and not differs and (run_dir / METRICS_FILE).is_file():
+            raise RunDirError(
+                f"{run_dir} holds a finished {kind}run of this config ({METRICS_FILE} written); nothing was changed. "
+                "Pass --overwrite to retrain it from scratch, or choose another run_dir=PATH / name=NAME"
+            )
         if not resume:
-            logger.info("%s: replacing the previous run's files", run_dir)
+            logger.warning("%s: replacing the previous run's files", run_dir)
             for name in run_files:
                 (run_dir / name).unlink(missing_ok=True)
     elif run_dir.is_dir() and any(p.name != LOG_FILE for p in run_dir.iterdir()) and not overwrite:
@@ -136,7 +159,21 @@ def prepare_run_dir(
             "pass --overwrite to write into it anyway, or choose another run_dir=PATH"
         )
     run_dir.mkdir(parents=True, exist_ok=True)
+    if saved_config.is_file():  # our own run: exports of its earlier weights would be stale
+        for name in DERIVED_FILES:
+            if (run_dir / name).is_file():
+                logger.warning("%s: removing %s (exported from the earlier weights)", run_dir, name)
+                (run_dir / name).unlink()
     return run_dir
+
+
+def weights_digest(path: str | Path) -> str:
+    """sha256 (hex) of a weights file: the identity of the model an ONNX export came from."""
+    digest = hashlib.sha256()
+    with open(path, "rb") as f:
+        for block in iter(lambda: f.read(1 << 20), b""):
+            digest.update(block)
+    return digest.hexdigest()
 
 
 @contextlib.contextmanager
@@ -151,6 +188,11 @@ def log_to_file(path: Path) -> Iterator[None]:
     package_logger.addHandler(handler)
     try:
         yield
+    except BaseException as err:
+        # The error the command line prints, also in the log: a failed start leaves a log that says why.
+        message = f"{type(err).__name__}: {err}" if not isinstance(err, TfmClsError) else str(err)
+        handler.handle(logging.LogRecord("tfm_cls", logging.ERROR, __file__, 0, "run failed: %s", (message,), None))
+        raise
     finally:
         package_logger.removeHandler(handler)
         package_logger.setLevel(old_level)

@@ -16,6 +16,7 @@ from pathlib import Path
 from tokenizers import Tokenizer, decoders, models, normalizers, pre_tokenizers, processors, trainers
 
 from tfm_cls.config import TokenizerConfig
+from tfm_cls.errors import RunDirError
 from tfm_cls.io import atomic_path
 
 logger = logging.getLogger(__name__)
@@ -133,7 +134,9 @@ def load_tokenizer(path: str | Path, max_length: int | None = None) -> Tokenizer
     try:
         tokenizer = Tokenizer.from_file(str(path))
     except Exception as err:  # tokenizers raises a bare Exception on malformed JSON
-        raise ValueError(f"{path}: not a valid tokenizers JSON file ({err})") from err
+        raise RunDirError(
+            f"{path}: not a valid tokenizers JSON file ({str(err)[:200]}); restore it from a copy or retrain the run"
+        ) from err
     if max_length is not None:
         tokenizer.enable_truncation(max_length=max_length)
     elif tokenizer.truncation is None:

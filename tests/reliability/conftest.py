@@ -1,0 +1,170 @@
+"""Fixtures of the reliability suite: ONE tiny trained and exported run per session, copied per
+test, and helpers that run the real command lines as subprocesses.
+
+Every case runs `python -m tfm_cls.cli ...` or `python export/infer.py ...` in a fresh process,
+with HOME pointing at a temporary folder (so a write outside the run directory would show), and
+asserts the exit code, a fragment of the one-line message and, with `hashes`, that no earlier
+artifact changed.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import random
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+REPO = Path(__file__).resolve().parents[2]
+INFER = REPO / "export" / "infer.py"
+CLASSES = ["animals", "food", "sports"]
+WORDS = {
+    "animals": ["cat", "dog", "horse", "tiger", "bird", "fish"],
+    "food": ["bread", "apple", "cheese", "pasta", "soup", "rice"],
+    "sports": ["tennis", "soccer", "golf", "rugby", "boxing", "chess"],
+}
+FILLER = ["the", "a", "some", "very", "really", "about", "and", "with"]
+TINY = [
+    "name=tiny", "seed=0",
+    "tokenizer.vocab_size=120", "tokenizer.min_frequency=1", "tokenizer.max_length=16",
+    "model.d_model=16", "model.nhead=2", "model.num_layers=1", "model.dim_feedforward=32", "model.max_len=32",
+    "train.epochs=2", "train.batch_size=16", "train.eval_batch_size=32", "train.lr=1e-2",
+    "train.warmup_steps=2", "train.progress=false", "train.num_threads=1", "train.log_every=2",
+]
+
+
+def make_rows(n: int, seed: int, labels=None) -> list[dict]:
+    """Short texts whose class is given away by their topic words; `labels` maps the class index
+    to the label written (default: the class name)."""
+    rng = random.Random(seed)
+    rows = []
+    for i in range(n):
+        c = i % len(CLASSES)
+        words = [rng.choice(WORDS[CLASSES[c]]) for _ in range(rng.randint(2, 4))] + [rng.choice(FILLER)]
+        rng.shuffle(words)
+        rows.append({"text": " ".join(words), "label": labels(i, c) if labels else CLASSES[c]})
+    return rows
+
+
+def write_jsonl(path: Path, rows: list[dict]) -> Path:
+    path.write_text("".join(json.dumps(r) + "\n" for r in rows), encoding="utf-8")
+    return path
+
+
+def make_data(folder: Path, labels=None) -> Path:
+    folder.mkdir(parents=True, exist_ok=True)
+    write_jsonl(folder / "train.jsonl", make_rows(90, 0, labels))
+    write_jsonl(folder / "validation.jsonl", make_rows(30, 1, labels))
+    write_jsonl(folder / "test.jsonl", make_rows(30, 2, labels))
+    return folder
+
+
+def environment(home: Path) -> dict[str, str]:
+    env = dict(os.environ)
+    env.update(HOME=str(home), OMP_NUM_THREADS="1", TOKENIZERS_PARALLELISM="false", PYTHONPATH=str(REPO))
+    env.pop("ORT_DISABLE_TELEMETRY", None)  # our entry points must switch it off themselves
+    return env
+
+
+class Runner:
+    """Runs the command lines in `cwd` with HOME = `home`."""
+
+    def __init__(self, cwd: Path, home: Path):
+        self.cwd, self.home = cwd, home
+        home.mkdir(parents=True, exist_ok=True)
+
+    def _run(self, argv: list[str], stdin: bytes | None, timeout: float) -> subprocess.CompletedProcess:
+        return subprocess.run(argv, cwd=self.cwd, env=environment(self.home), input=stdin, capture_output=True,
+                              timeout=timeout)
+
+    def cli(self, *args: str, stdin: bytes | None = None, timeout: float = 300) -> subprocess.CompletedProcess:
+        return self._run([sys.executable, "-m", "tfm_cls.cli", *map(str, args)], stdin, timeout)
+
+    def infer(self, *args: str, stdin: bytes | None = None, timeout: float = 120) -> subprocess.CompletedProcess:
+        return self._run([sys.executable, str(INFER), "--no-progress", *map(str, args)], stdin, timeout)
+
+
+def stderr_of(proc: subprocess.CompletedProcess) -> str:
+    return proc.stderr.decode("utf-8", "replace")
+
+
+def error_line(proc: subprocess.CompletedProcess) -> str:
+    """The last stderr line (the one-line error), asserting there is no traceback."""
+    err = stderr_of(proc)
+    assert "Traceback" not in err, err
+    lines = [line for line in err.splitlines() if line.strip()]
+    assert lines, f"no message on stderr (exit {proc.returncode})"
+    return lines[-1]
+
+
+def hashes(folder: Path) -> dict[str, str]:
+    """sha256 of every file under `folder` (relative path -> digest)."""
+    return {str(p.relative_to(folder)): hashlib.sha256(p.read_bytes()).hexdigest()
+            for p in sorted(folder.rglob("*")) if p.is_file()}
+
+
+def read_jsonl(data: bytes | Path) -> list[dict]:
+    text = data.read_text(encoding="utf-8") if isinstance(data, Path) else data.decode("utf-8")
+    return [json.loads(line) for line in text.splitlines() if line]
+
+
+@pytest.fixture(scope="session")
+def trained(tmp_path_factory) -> Path:
+    """The session's one tiny run (2 epochs, seconds), exported to model.onnx."""
+    root = tmp_path_factory.mktemp("reliability")
+    data = make_data(root / "data")
+    runner = Runner(root, root / "home")
+    run = root / "run"
+    proc = runner.cli("train", *TINY, f"data.path={data}", f"run_dir={run}")
+    assert proc.returncode == 0, stderr_of(proc)
+    (root / "train.stderr").write_bytes(proc.stderr)
+    proc = runner.cli("export", "--run", run, "--no-verify")  # verification: test_verify_report_is_printed_once
+    assert proc.returncode == 0, stderr_of(proc)
+    assert (run / "model.onnx").is_file()
+    return run
+
+
+@pytest.fixture
+def runner(tmp_path) -> Runner:
+    return Runner(tmp_path, tmp_path / "home")
+
+
+@pytest.fixture
+def run(trained, tmp_path) -> Path:
+    """A private copy of the session's trained and exported run."""
+    copy = tmp_path / "run"
+    shutil.copytree(trained, copy)
+    config = (copy / "config.yaml").read_text(encoding="utf-8")  # its run_dir must name the copy
+    (copy / "config.yaml").write_text(config.replace(str(trained), str(copy)), encoding="utf-8")
+    return copy
+
+
+@pytest.fixture
+def data(trained) -> Path:
+    return trained.parent / "data"
+
+
+@pytest.fixture
+def small_disk(tmp_path):
+    """A factory of small tmpfs mounts (root only, else the test is skipped): a real full disk.
+    Used instead of patching the writer, so every writer's own reaction to ENOSPC is tested."""
+    mounts: list[Path] = []
+
+    def mount(kib: int) -> Path:
+        folder = tmp_path / f"disk{len(mounts)}"
+        folder.mkdir()
+        proc = subprocess.run(["mount", "-t", "tmpfs", "-o", f"size={kib}k", "tmpfs", str(folder)],
+                              capture_output=True)
+        if proc.returncode != 0:
+            pytest.skip(f"cannot mount a tmpfs here ({proc.stderr.decode().strip()}); needs root")
+        mounts.append(folder)
+        return folder
+
+    yield mount
+    for folder in mounts:
+        subprocess.run(["umount", "-l", str(folder)], capture_output=True)
