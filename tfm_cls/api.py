@@ -288,9 +288,11 @@ class TextClassifier(ClassifierMixin, BaseEstimator):
         from tfm_cls.export.verify import verify
 
         self._check_fitted()
-        path = export_run(self.run_dir_, path, fuse=fuse)
-        report = verify(self._run.model, path, ["CPUExecutionProvider"])
-        logger.info("%s", report)
+
+        def check(model: Any, tmp: Path) -> None:  # on the temporary file, before it replaces `path`
+            logger.info("%s", verify(model, tmp, ["CPUExecutionProvider"]))
+
+        path = export_run(self.run_dir_, path, fuse=fuse, check=check)
         write_card(self.run_dir_)
         return Path(path)
 

@@ -221,13 +221,8 @@ def cmd_export(args: argparse.Namespace) -> int:
     except _Failed as err:
         raise _Failed(f"{err}; {target} was not changed", err.code) from err
     logger.info("wrote %s (%.1f MB, one file)", path, Path(path).stat().st_size / 2**20)
-<<<<<<< HEAD
-    code = 0 if args.no_verify else _verified(load_run(args.run).model, Path(path), args.providers)
     write_card(args.run)  # the card now says how to run this model.onnx
-    return code
-=======
     return 0
->>>>>>> main
 
 
 def cmd_verify(args: argparse.Namespace) -> int:

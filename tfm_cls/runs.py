@@ -70,11 +70,7 @@ DERIVED_FILES = (ONNX_FILE, INT8_FILE, "model.int8.quantization.json")
 # What a classification run writes: a rerun of the same config removes them first.
 CLASSIFIER_FILES = (
     CONFIG_FILE, MODEL_CONFIG_FILE, TOKENIZER_FILE, LABELS_FILE, WEIGHTS_FILE, METRICS_FILE,
-<<<<<<< HEAD
-    HISTORY_FILE, REPORT_FILE, CONFUSION_FILE, CURVES_FILE, LAST_CHECKPOINT, LOG_FILE, CARD_FILE,
-=======
-    HISTORY_FILE, REPORT_FILE, CONFUSION_FILE, CURVES_FILE, LAST_CHECKPOINT, LOG_FILE, *DERIVED_FILES,
->>>>>>> main
+    HISTORY_FILE, REPORT_FILE, CONFUSION_FILE, CURVES_FILE, LAST_CHECKPOINT, LOG_FILE, CARD_FILE, *DERIVED_FILES,
 )
 # The ONNX metadata key holding the sha256 of the weights file an export was made from.
 WEIGHTS_DIGEST_KEY = "tfm_cls.weights_sha256"

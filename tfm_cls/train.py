@@ -171,27 +171,21 @@ def train(
             sum(p.numel() for p in model.parameters()) / 1e6, len(model.encoder.layers), model.config["d_model"],
             env.device, amp.name,
         )
-<<<<<<< HEAD
         board = TensorBoardSink.open(run_dir, cfg.train.tensorboard, fresh=not resume) if env.is_main else None
         try:
             engine = Engine(task, cfg.train, env, amp, run_dir, sinks=[s for s in (board, *(sinks or [])) if s])
+            warmup = cfg.train.warmup_steps
+            if warmup is not None and warmup >= engine.planned_steps:
+                logger.warning(
+                    "train.warmup_steps=%d is not below the %d planned steps: the learning rate never reaches "
+                    "train.lr=%g; lower train.warmup_steps (or set train.warmup_ratio)", warmup, engine.planned_steps,
+                    cfg.train.lr,
+                )
             state = engine.fit(resume)
             return finish_run(task, data, state, state.epoch + state.position / engine.batches_per_epoch, board)
         finally:
             if board is not None:
                 board.close()
-=======
-        engine = Engine(task, cfg.train, env, amp, run_dir)
-        warmup = cfg.train.warmup_steps
-        if warmup is not None and warmup >= engine.planned_steps:
-            logger.warning(
-                "train.warmup_steps=%d is not below the %d planned steps: the learning rate never reaches "
-                "train.lr=%g; lower train.warmup_steps (or set train.warmup_ratio)", warmup, engine.planned_steps,
-                cfg.train.lr,
-            )
-        state = engine.fit(resume)
-        return finish_run(task, data, state, state.epoch + state.position / engine.batches_per_epoch)
->>>>>>> main
 
 
 def finish_run(
