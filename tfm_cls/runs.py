@@ -13,6 +13,8 @@ runs/<name>/
     thresholds.json, per_label_f1.png   multi-label runs (docs/tasks.md)
     predicted_vs_gold.png               regression runs
     history.json                one entry per evaluation (curves)
+    README.md                   model card (tfm_cls.card), refreshed by `tfm-cls eval` / `export`
+    tensorboard/                TensorBoard event files (train.tensorboard)
     last.ckpt                   resumable checkpoint (model, optimizer, RNG, step, sampler position)
     train.log
     model.onnx, model.int8.onnx written by `tfm-cls export` / `quantize`; their metadata holds the
@@ -54,6 +56,7 @@ SCATTER_FILE = "predicted_vs_gold.png"  # regression runs
 THRESHOLDS_FILE = "thresholds.json"  # multi-label runs: the decision threshold of each label
 LAST_CHECKPOINT = "last.ckpt"
 LOG_FILE = "train.log"
+CARD_FILE = "README.md"  # the model card (tfm_cls.card)
 # A pretraining run (tfm-cls pretrain) shares model_config.json, tokenizer.json, metrics.json,
 # history.json, last.ckpt and train.log with a classification run, and adds:
 PRETRAIN_CONFIG_FILE = "pretrain_config.yaml"
@@ -72,7 +75,7 @@ DERIVED_FILES = (ONNX_FILE, INT8_FILE, "model.int8.quantization.json")
 # What a classification run writes: a rerun of the same config removes them first.
 CLASSIFIER_FILES = (
     CONFIG_FILE, MODEL_CONFIG_FILE, TOKENIZER_FILE, LABELS_FILE, WEIGHTS_FILE, METRICS_FILE,
-    HISTORY_FILE, REPORT_FILE, CONFUSION_FILE, CURVES_FILE, LAST_CHECKPOINT, LOG_FILE, *DERIVED_FILES,
+    HISTORY_FILE, REPORT_FILE, CONFUSION_FILE, CURVES_FILE, LAST_CHECKPOINT, LOG_FILE, CARD_FILE, *DERIVED_FILES,
     PER_LABEL_F1_FILE, SCATTER_FILE, THRESHOLDS_FILE,
 )
 # The ONNX metadata key holding the sha256 of the weights file an export was made from.
@@ -81,7 +84,8 @@ WEIGHTS_DIGEST_KEY = "tfm_cls.weights_sha256"
 # Config keys that may differ between a run directory's saved config and a resumed / rerun one:
 # they do not change what is trained (train and pretrain share TrainConfig).
 IGNORED_FOR_IDENTITY = frozenset(
-    {"run_dir", "train.max_minutes", "train.progress", "train.log_every", "train.num_threads", "train.num_workers"}
+    {"run_dir", "train.max_minutes", "train.progress", "train.log_every", "train.num_threads", "train.num_workers",
+     "train.tensorboard"}
 )
 
 logger = logging.getLogger(__name__)

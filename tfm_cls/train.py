@@ -26,10 +26,11 @@ from torch import Tensor, nn
 from tfm_cls import distributed as D
 from tfm_cls import runs as R
 from tfm_cls.batching import LengthBucketSampler, TokenizedSplit, batch_loader, tokenize_splits
+from tfm_cls.card import write_card
 from tfm_cls.checkpoint import load_weights, save_weights
 from tfm_cls.config import ClassifierConfig, save_config
 from tfm_cls.data import ClassificationData, load_data
-from tfm_cls.engine import Engine, TrainState, job, start_process
+from tfm_cls.engine import Engine, ScalarSink, TrainState, job, start_process
 from tfm_cls.errors import ConfigError
 from tfm_cls.io import read_json, write_json, write_text
 from tfm_cls.metrics import confusion, report_text
@@ -37,6 +38,7 @@ from tfm_cls.plots import plot_confusion_matrix, plot_training_curves
 from tfm_cls.precision import Precision
 from tfm_cls.predict import evaluate
 from tfm_cls.tasks import MULTI_LABEL, REGRESSION, SINGLE_LABEL, THRESHOLDS_FILE, head_for
+from tfm_cls.tensorboard import TensorBoardSink
 from tfm_cls.tokenizer import (
     PAD_ID,
     configure_truncation,
@@ -155,13 +157,22 @@ class ClassificationTask:
         save_weights(self.model, self.run_dir / R.WEIGHTS_FILE)
 
 
-def train(cfg: ClassifierConfig, *, resume: bool = False, overwrite: bool = False) -> dict[str, Any]:
+def train(
+    cfg: ClassifierConfig, *, resume: bool = False, overwrite: bool = False,
+    sinks: list[ScalarSink] | None = None, score_test: bool = True,
+) -> dict[str, Any]:
     """Train, evaluate and write the run directory; returns the contents of metrics.json.
-    Under torchrun, every process calls this (DDP; docs/distributed.md)."""
+    Under torchrun, every process calls this (DDP; docs/distributed.md).
+
+    `sinks` receive the engine's scalars besides TensorBoard (e.g. a tuning trial's pruner);
+    `score_test=False` drops the test split right after loading, before anything is tokenized or
+    scored: metrics.json then holds validation only (hyperparameter search, tfm_cls.tune)."""
     with job(cfg.train.device, lambda: prepare_run_dir(cfg, resume=resume, overwrite=overwrite)) as (env, run_dir):
         amp = start_process(cfg.train, cfg.seed, env)
         with D.main_first(env):  # rank 0 fills the datasets cache, the others read it
             data = load_data(cfg.data)
+        if not score_test:
+            data.splits.pop("test", None)
         model, tokenizer = build_model_and_tokenizer(cfg, data, run_dir, resume, env)
         model.to(env.device)
         if env.distributed:  # same initial weights everywhere (DDP broadcasts rank 0's), own dropout masks
@@ -179,35 +190,46 @@ def train(cfg: ClassifierConfig, *, resume: bool = False, overwrite: bool = Fals
             sum(p.numel() for p in model.parameters()) / 1e6, len(model.encoder.layers), model.config["d_model"],
             env.device, amp.name,
         )
-        engine = Engine(task, cfg.train, env, amp, run_dir)
-        warmup = cfg.train.warmup_steps
-        if warmup is not None and warmup >= engine.planned_steps:
-            logger.warning(
-                "train.warmup_steps=%d is not below the %d planned steps: the learning rate never reaches "
-                "train.lr=%g; lower train.warmup_steps (or set train.warmup_ratio)", warmup, engine.planned_steps,
-                cfg.train.lr,
-            )
-        state = engine.fit(resume)
-        return finish_run(task, data, state, state.epoch + state.position / engine.batches_per_epoch)
+        board = TensorBoardSink.open(run_dir, cfg.train.tensorboard, fresh=not resume) if env.is_main else None
+        try:
+            engine = Engine(task, cfg.train, env, amp, run_dir, sinks=[s for s in (board, *(sinks or [])) if s])
+            warmup = cfg.train.warmup_steps
+            if warmup is not None and warmup >= engine.planned_steps:
+                logger.warning(
+                    "train.warmup_steps=%d is not below the %d planned steps: the learning rate never reaches "
+                    "train.lr=%g; lower train.warmup_steps (or set train.warmup_ratio)", warmup, engine.planned_steps,
+                    cfg.train.lr,
+                )
+            state = engine.fit(resume)
+            return finish_run(task, data, state, state.epoch + state.position / engine.batches_per_epoch, board)
+        finally:
+            if board is not None:
+                board.close()
 
 
-def finish_run(task: ClassificationTask, data: ClassificationData, state: TrainState, epochs_done: float) -> dict[str, Any]:
-    """Evaluate the best weights on validation and test; write metrics, report and figures (rank 0)."""
+def finish_run(
+    task: ClassificationTask, data: ClassificationData, state: TrainState, epochs_done: float,
+    board: TensorBoardSink | None = None,
+) -> dict[str, Any]:
+    """Evaluate the best weights on validation and test (when the splits hold one); write metrics,
+    report, figures and the model card (rank 0); the confusion matrix and the resolved config also
+    go to TensorBoard (`board`)."""
     cfg, model, env, run_dir, splits = task.cfg, task.model, task.env, task.run_dir, task.splits
     D.on_main(env, load_weights, model, run_dir / R.WEIGHTS_FILE)
     D.broadcast_module(model, env)  # the other ranks may not see rank 0's disk
     tc, device = cfg.train, env.device
     results: dict[str, Any] = {}
     if task.head.task != SINGLE_LABEL:
-        return finish_task_run(task, data, state, epochs_done)
+        return finish_task_run(task, data, state, epochs_done, board)
     results["validation"], _ = evaluate(
         model, splits["validation"], data.labels, tc.eval_batch_size, device, task.pad_id, env=env, amp=task.amp
     )
-    results["test"], test_logits = evaluate(
-        model, splits["test"], data.labels, tc.eval_batch_size, device, task.pad_id, env=env, amp=task.amp
-    )
-    predictions = test_logits.argmax(-1)
-    test = splits["test"]
+    test = splits.get("test")
+    if test is not None:
+        results["test"], test_logits = evaluate(
+            model, test, data.labels, tc.eval_batch_size, device, task.pad_id, env=env, amp=task.amp
+        )
+        predictions = test_logits.argmax(-1)
     metrics = {
         **results,
         "best_step": state.best_step,
@@ -233,20 +255,30 @@ def finish_run(task: ClassificationTask, data: ClassificationData, state: TrainS
     if env.is_main:
         write_json(run_dir / R.METRICS_FILE, metrics)
         write_json(run_dir / R.HISTORY_FILE, state.history)
-        write_text(run_dir / R.REPORT_FILE, report_text(test.labels, predictions, data.labels))
-        plot_confusion_matrix(
-            confusion(test.labels, predictions, len(data.labels)), data.labels, run_dir / R.CONFUSION_FILE
-        )
+        if test is not None:
+            write_text(run_dir / R.REPORT_FILE, report_text(test.labels, predictions, data.labels))
+            plot_confusion_matrix(
+                confusion(test.labels, predictions, len(data.labels)), data.labels, run_dir / R.CONFUSION_FILE
+            )
         plot_training_curves(state.history, run_dir / R.CURVES_FILE, tc.best_metric)
+        if board is not None:
+            if test is not None:
+                board.image_file("test/confusion_matrix", run_dir / R.CONFUSION_FILE, state.step)
+            board.text("config", (run_dir / R.CONFIG_FILE).read_text(encoding="utf-8"), state.step)
+        write_card(run_dir)
+    tested = (f" | test accuracy {results['test']['accuracy']:.4f} macro-F1 {results['test']['macro_f1']:.4f}"
+              if test is not None else " (test not scored)")
     logger.info(
-        "best (step %d): validation accuracy %.4f macro-F1 %.4f | test accuracy %.4f macro-F1 %.4f -> %s",
-        state.best_step, results["validation"]["accuracy"], results["validation"]["macro_f1"],
-        results["test"]["accuracy"], results["test"]["macro_f1"], run_dir,
+        "best (step %d): validation accuracy %.4f macro-F1 %.4f%s -> %s",
+        state.best_step, results["validation"]["accuracy"], results["validation"]["macro_f1"], tested, run_dir,
     )
     return metrics
 
 
-def finish_task_run(task: ClassificationTask, data: ClassificationData, state: TrainState, epochs_done: float) -> dict[str, Any]:
+def finish_task_run(
+    task: ClassificationTask, data: ClassificationData, state: TrainState, epochs_done: float,
+    board: TensorBoardSink | None = None,
+) -> dict[str, Any]:
     """finish_run of a multi_label or regression run: thresholds tuned on validation with the best
     weights (thresholds.json), validation and test metrics, report and figures (rank 0)."""
     cfg, model, env, run_dir, splits, head = task.cfg, task.model, task.env, task.run_dir, task.splits, task.head
@@ -256,10 +288,12 @@ def finish_task_run(task: ClassificationTask, data: ClassificationData, state: T
         model, splits["validation"], data.labels, tc.eval_batch_size, env.device, task.pad_id, env=env, amp=task.amp,
         head=head, tune=True,
     )
-    results["test"], test_logits = evaluate(
-        model, splits["test"], data.labels, tc.eval_batch_size, env.device, task.pad_id, env=env, amp=task.amp,
-        head=head,
-    )
+    test = splits.get("test")
+    if test is not None:
+        results["test"], test_logits = evaluate(
+            model, test, data.labels, tc.eval_batch_size, env.device, task.pad_id, env=env, amp=task.amp,
+            head=head,
+        )
     metrics = {
         **results, "task": head.task, "best_step": state.best_step, "best_metric": tc.best_metric, "steps": state.step,
         "epochs": epochs_done, "stopped": state.stopped, "train_seconds": state.seconds,
@@ -280,15 +314,20 @@ def finish_task_run(task: ClassificationTask, data: ClassificationData, state: T
 
         write_json(run_dir / R.METRICS_FILE, metrics)
         write_json(run_dir / R.HISTORY_FILE, state.history)
-        gold = splits["test"].labels
         if head.task == MULTI_LABEL:
             write_json(run_dir / THRESHOLDS_FILE, dict(zip(data.labels, map(float, head.current_thresholds(len(data.labels))))))
-            write_text(run_dir / R.REPORT_FILE, multi_label_report(gold, head.predict(test_logits), data.labels))
+        if test is not None and head.task == MULTI_LABEL:
+            write_text(run_dir / R.REPORT_FILE, multi_label_report(test.labels, head.predict(test_logits), data.labels))
             plot_per_label_f1(results["test"]["per_label"], run_dir / R.PER_LABEL_F1_FILE)
-        else:
-            write_text(run_dir / R.REPORT_FILE, regression_report(gold, head.scores(test_logits)))
-            plot_regression_scatter(gold, head.scores(test_logits), run_dir / R.SCATTER_FILE, data.labels[0])
+        elif test is not None:
+            write_text(run_dir / R.REPORT_FILE, regression_report(test.labels, head.scores(test_logits)))
+            plot_regression_scatter(test.labels, head.scores(test_logits), run_dir / R.SCATTER_FILE, data.labels[0])
         plot_training_curves(state.history, run_dir / R.CURVES_FILE, tc.best_metric)
-    summary = ", ".join(f"{k} {results['test'][k]:.4f}" for k in head.summary_keys)
-    logger.info("best (step %d): test %s -> %s", state.best_step, summary, run_dir)
+        if board is not None:
+            board.text("config", (run_dir / R.CONFIG_FILE).read_text(encoding="utf-8"), state.step)
+        write_card(run_dir)
+    shown = results.get("test", results["validation"])
+    summary = ", ".join(f"{k} {shown[k]:.4f}" for k in head.summary_keys)
+    logger.info("best (step %d): %s %s -> %s", state.best_step, "test" if test is not None else "validation",
+                summary, run_dir)
     return metrics
