@@ -55,3 +55,7 @@ class ExportError(TfmClsError, RuntimeError):
 
 class QuantizeError(TfmClsError, ValueError):
     """int8 quantization cannot run on this input."""
+
+
+class TeacherError(TfmClsError, ValueError):
+    """A distillation teacher is missing, unreadable, not a classifier of ours, or does not fit the data."""

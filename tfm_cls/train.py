@@ -165,8 +165,12 @@ def train(cfg: ClassifierConfig, *, resume: bool = False, overwrite: bool = Fals
         return finish_run(task, data, state, state.epoch + state.position / engine.batches_per_epoch)
 
 
-def finish_run(task: ClassificationTask, data: ClassificationData, state: TrainState, epochs_done: float) -> dict[str, Any]:
-    """Evaluate the best weights on validation and test; write metrics, report and figures (rank 0)."""
+def finish_run(
+    task: ClassificationTask, data: ClassificationData, state: TrainState, epochs_done: float,
+    extra: dict[str, Any] | None = None,
+) -> dict[str, Any]:
+    """Evaluate the best weights on validation and test; write metrics (plus `extra`, e.g. a
+    distillation's report), report and figures (rank 0)."""
     cfg, model, env, run_dir, splits = task.cfg, task.model, task.env, task.run_dir, task.splits
     D.on_main(env, load_weights, model, run_dir / R.WEIGHTS_FILE)
     D.broadcast_module(model, env)  # the other ranks may not see rank 0's disk
@@ -201,6 +205,7 @@ def finish_run(task: ClassificationTask, data: ClassificationData, state: TrainS
             "truncated": {name: split.num_truncated for name, split in splits.items()},
             "empty": {name: split.num_empty for name, split in splits.items()},
         },
+        **(extra or {}),
     }
     if env.is_main:
         write_json(run_dir / R.METRICS_FILE, metrics)
