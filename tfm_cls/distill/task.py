@@ -155,7 +155,7 @@ def build_student(cfg: DistillConfig, tokenizer: Tokenizer, num_classes: int, te
     if cfg.student.embedding_init == "teacher_pca":
         matrix = teacher.token_embeddings()[: tokenizer.get_vocab_size()]  # [V, d_teacher]
         weight = model.token_embedding.embedding.weight
-        init = pca_embeddings(matrix, cfg.model.d_model, float(weight.std()), cfg.seed)
+        init = pca_embeddings(matrix, cfg.model.d_model, float(weight.detach().std()), cfg.seed)
         with torch.no_grad():
             weight[: len(init)] = torch.from_numpy(init)
             weight[pad_id].zero_()
