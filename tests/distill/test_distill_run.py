@@ -90,8 +90,9 @@ def test_onnx_teacher_and_teacher_tokenizer_with_pca_embeddings(tmp_path, tiny_d
 def test_teacher_changed_is_refused_on_resume(tmp_path, tiny_data):
     teacher = train_teacher(tiny_data, tmp_path / "teacher")
     distill(distill_config(tiny_data, teacher, tmp_path / "run", "train.epochs=1"))
-    from tfm_cls.train import train
     from train_tiny import tiny_config
+
+    from tfm_cls.train import train
 
     cfg = tiny_config(tiny_data, teacher, "model.d_model=32", "model.dim_feedforward=64", "seed=5")
     train(cfg, overwrite=True)  # retrained in place: other weights
