@@ -193,3 +193,20 @@ def test_cli_distill_prints_the_run_and_its_metrics(tmp_path, tiny_data, teacher
     assert out["run_dir"] == str(tmp_path / "cli") and 0 <= out["test"]["accuracy"] <= 1
     saved = yaml.safe_load((tmp_path / "cli" / DISTILL_CONFIG_FILE).read_text())
     assert saved["teacher"]["sha256"] == file_sha256(teacher_run / R.WEIGHTS_FILE)
+
+
+def test_extra_unlabelled_text_joins_the_transfer_set_without_evaluation_texts(tmp_path, tiny_data, teacher_run):
+    from tfm_cls.data import load_data
+    from tfm_cls.distill.task import extra_texts
+
+    test_text = json.loads((tiny_data / "test.jsonl").read_text().splitlines()[0])["text"]
+    extra = tmp_path / "extra.txt"
+    extra.write_text(f"{test_text}\nsoup and bread with rice\ngolf chess tennis rugby soccer\n")
+    cfg = distill_config(tiny_data, teacher_run, tmp_path / "run", f"transfer.extra_text.paths=[{extra}]", "train.epochs=1")
+    kept = extra_texts(cfg, load_data(cfg.data))
+    assert kept == ["soup and bread with rice", "golf chess tennis rugby soccer"]  # the test text was dropped
+    metrics = distill(cfg)
+    assert metrics["distillation"]["transfer_set"]["extra_texts"] == 2
+    with pytest.raises(Exception, match="hold evaluation"):
+        distill(distill_config(tiny_data, teacher_run, tmp_path / "run2", f"transfer.extra_text.paths=[{extra}]",
+                               "transfer.extra_text.on_overlap=error"))
