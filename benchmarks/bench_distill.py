@@ -74,6 +74,25 @@ def onnx_row(name: str, path: Path, test: Split, repeats: int) -> dict:
     }
 
 
+def paired_speed(teacher: Path, student: Path, test: Split, repeats: int) -> dict:
+    """Texts/s of two ONNX files timed in alternating passes (teacher, student, teacher, ...), so
+    that a machine whose load drifts slows both alike; the median of the per-pair ratios."""
+    from tfm_cls.export.infer import Classifier
+
+    models = {"teacher": Classifier(str(teacher), threads=1), "student": Classifier(str(student), threads=1)}
+    for clf in models.values():
+        clf.predict_proba(test.texts[:64], 32)  # warm-up
+    rates: dict[str, list[float]] = {"teacher": [], "student": []}
+    for _ in range(repeats):
+        for name, clf in models.items():
+            start = time.perf_counter()
+            clf.predict_proba(test.texts, 32)
+            rates[name].append(len(test.texts) / (time.perf_counter() - start))
+    ratios = [s / t for s, t in zip(rates["student"], rates["teacher"])]
+    return {"teacher": str(teacher), "student": str(student), "teacher_texts_per_s": rates["teacher"],
+            "student_texts_per_s": rates["student"], "median_ratio": float(np.median(ratios))}
+
+
 def ours_rows(label: str, run_dir: Path, test: Split, repeats: int) -> list[dict]:
     metrics = json.loads((run_dir / "metrics.json").read_text())
     rows = []
@@ -145,6 +164,8 @@ def main(argv: list[str] | None = None) -> int:
                    help="the static model distilled from MiniLM (made here once)")
     p.add_argument("--no-model2vec", action="store_true")
     p.add_argument("--repeats", type=int, default=3, help="timed passes over the test set (median)")
+    p.add_argument("--paired", metavar="RUN",
+                   help="only time RUN/model.int8.onnx against the teacher's int8 file in alternating passes")
     p.add_argument("--out", default="bench_results")
     args = p.parse_args(argv)
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s: %(message)s", datefmt="%H:%M:%S")
@@ -156,6 +177,13 @@ def main(argv: list[str] | None = None) -> int:
     work.mkdir(parents=True, exist_ok=True)
     splits = load_splits(args.dataset, Path(args.data_root) / args.dataset)
     test = splits["test"]
+    if args.paired:
+        result = paired_speed(onnx_files(Path(args.teacher))["int8"], onnx_files(Path(args.paired))["int8"], test,
+                              args.repeats)
+        print(json.dumps(result, indent=2))
+        stamp = datetime.datetime.now().strftime("%Y%m%d-%H%M%S")
+        (out / f"distill-{args.dataset}-paired-{stamp}.json").write_text(json.dumps(result, indent=2))
+        return 0
 
     rows = ours_rows("teacher MiniLM", Path(args.teacher), test, args.repeats)
     if args.supervised:
