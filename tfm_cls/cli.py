@@ -1,4 +1,4 @@
-"""`tfm-cls`: train, evaluate, predict, pretrain, export, verify, quantize and infer.
+"""`tfm-cls`: train, evaluate, predict, pretrain, distill, export, verify, quantize and infer.
 
 Every subcommand imports what it needs inside its handler, so `tfm-cls --help` and `--version`
 load no torch. One error convention: bad input (a config, a file, a run directory) is one line on
@@ -103,6 +103,18 @@ def cmd_tune(args: argparse.Namespace) -> int:
     cfg = load_tune_config(args.config, overrides)
     result = tune(cfg, retrain=args.retrain, overwrite=args.overwrite)
     print(json.dumps({"run_dir": str(cfg.resolved_run_dir()), **result}))
+    return 0
+
+
+def cmd_distill(args: argparse.Namespace) -> int:
+    from tfm_cls.config import load_config
+    from tfm_cls.distill import DistillConfig, distill
+
+    _quiet_datasets()
+    cfg = load_config(DistillConfig, args.config, args.overrides)
+    metrics = distill(cfg, resume=args.resume, overwrite=args.overwrite)
+    summary = {split: {k: metrics[split][k] for k in ("accuracy", "macro_f1", "loss")} for split in ("validation", "test")}
+    print(json.dumps({"run_dir": str(cfg.resolved_run_dir()), **summary}))
     return 0
 
 
@@ -313,6 +325,12 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--retrain", action="store_true", help="train the best config in full into RUN/best/ (test scored)")
     p.add_argument("--overwrite", action="store_true", help="discard a different earlier search in run_dir")
     p.set_defaults(func=cmd_tune)
+
+    p = sub.add_parser("distill", help="distil a teacher (a run or an ONNX file) into a small from-scratch student",
+                       description="Label a transfer set with the teacher and train a student on its soft targets; "
+                                   "the result is an ordinary classification run directory (docs/distillation.md).")
+    _config_arguments(p, "configs/distill", "trec", "trec")
+    p.set_defaults(func=cmd_distill)
 
     p = sub.add_parser("eval", help="evaluate a trained run on labelled data")
     p.add_argument("--run", required=True, help="run directory")

@@ -209,11 +209,11 @@ def train(
 
 def finish_run(
     task: ClassificationTask, data: ClassificationData, state: TrainState, epochs_done: float,
-    board: TensorBoardSink | None = None,
+    board: TensorBoardSink | None = None, extra: dict[str, Any] | None = None,
 ) -> dict[str, Any]:
-    """Evaluate the best weights on validation and test (when the splits hold one); write metrics,
-    report, figures and the model card (rank 0); the confusion matrix and the resolved config also
-    go to TensorBoard (`board`)."""
+    """Evaluate the best weights on validation and test (when the splits hold one); write metrics
+    (plus `extra`, e.g. a distillation's report), report, figures and the model card (rank 0); the
+    confusion matrix and the resolved config also go to TensorBoard (`board`)."""
     cfg, model, env, run_dir, splits = task.cfg, task.model, task.env, task.run_dir, task.splits
     D.on_main(env, load_weights, model, run_dir / R.WEIGHTS_FILE)
     D.broadcast_module(model, env)  # the other ranks may not see rank 0's disk
@@ -251,6 +251,7 @@ def finish_run(
             "truncated": {name: split.num_truncated for name, split in splits.items()},
             "empty": {name: split.num_empty for name, split in splits.items()},
         },
+        **(extra or {}),
     }
     if env.is_main:
         write_json(run_dir / R.METRICS_FILE, metrics)
