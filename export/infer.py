@@ -216,9 +216,16 @@ class Classifier:
             raise InferenceError(f"{model_path}: unreadable tfm_cls thresholds ({err}); re-export it") from None
         self.thresholds = np.asarray(saved if saved is not None else [fixed] * len(self.labels), dtype=np.float64)
 
-    def encode(self, texts: list[str], pairs: list[str] | None = None) -> tuple[list[list[int]], list[list[int]], list[bool]]:
-        """Token ids and token types of each text or pair (truncated to max_length), and whether
-        it was truncated."""
+    def encode(self, texts: list[str]) -> tuple[list[list[int]], list[bool]]:
+        """Token ids of each text (truncated to max_length) and whether it was truncated."""
+        ids, _, truncated = self.encode_with_types(texts)
+        return ids, truncated
+
+    def encode_with_types(
+        self, texts: list[str], pairs: list[str] | None = None
+    ) -> tuple[list[list[int]], list[list[int]], list[bool]]:
+        """Token ids and token types of each text or pair (truncated to max_length, a pair's
+        longer side first), and whether it was truncated."""
         encodings = self.tokenizer.encode_batch(list(zip(texts, pairs)) if pairs is not None else texts)
         return [e.ids for e in encodings], [e.type_ids for e in encodings], [bool(e.overflowing) for e in encodings]
 
@@ -251,7 +258,7 @@ class Classifier:
         are formed by length."""
         if self.pair and pairs is None:
             raise InferenceError("this model classifies sentence pairs: give each text its second text")
-        ids, types, truncated = self.encode(texts, pairs if self.pair else None)
+        ids, types, truncated = self.encode_with_types(texts, pairs if self.pair else None)
         width = () if self.head == "regression" else (len(self.labels),)
         probs = np.empty((len(texts), *width), dtype=np.float32)
         order = sorted(range(len(ids)), key=lambda i: len(ids[i]))

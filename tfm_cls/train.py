@@ -120,7 +120,7 @@ class ClassificationTask:
         self.run_dir, self.env, self.amp = run_dir, env, amp
         self.best_metric = tc.best_metric
         train_targets = splits["train"].labels if cfg.data.task == MULTI_LABEL else None
-        self.head = head_for(cfg, train_targets)
+        self.task_head = head_for(cfg, train_targets)  # tfm_cls.tasks: loss, metrics, decisions
         self.pad_id = model.config.get("pad_token_id") or PAD_ID
         self.sampler = LengthBucketSampler(
             splits["train"].lengths, tc.batch_size, shuffle=True, seed=cfg.seed, bucket_batches=tc.bucket_batches,
@@ -141,17 +141,17 @@ class ClassificationTask:
             logits = model(batch["input_ids"], batch["attention_mask"], batch["token_type_ids"])  # [B, C]
         else:
             logits = model(batch["input_ids"], batch["attention_mask"])  # [B, C]
-        return self.head.loss(logits, batch["labels"])
+        return self.task_head.loss(logits, batch["labels"])
 
     def evaluate(self) -> dict[str, float]:
         metrics, _ = evaluate(
             self.model, self.splits["validation"], self.labels, self.cfg.train.eval_batch_size, self.env.device,
-            self.pad_id, env=self.env, amp=self.amp, head=self.head, tune=True,
+            self.pad_id, env=self.env, amp=self.amp, head=self.task_head, tune=True,
         )
-        return {k: metrics[k] for k in self.head.metric_names}
+        return {k: metrics[k] for k in self.task_head.metric_names}
 
     def describe(self, metrics: dict[str, float]) -> str:
-        return self.head.describe(metrics)
+        return self.task_head.describe(metrics)
 
     def save_best(self) -> None:
         save_weights(self.model, self.run_dir / R.WEIGHTS_FILE)
@@ -219,7 +219,7 @@ def finish_run(
     D.broadcast_module(model, env)  # the other ranks may not see rank 0's disk
     tc, device = cfg.train, env.device
     results: dict[str, Any] = {}
-    if task.head.task != SINGLE_LABEL:
+    if task.task_head.task != SINGLE_LABEL:
         return finish_task_run(task, data, state, epochs_done, board)
     results["validation"], _ = evaluate(
         model, splits["validation"], data.labels, tc.eval_batch_size, device, task.pad_id, env=env, amp=task.amp
@@ -282,7 +282,7 @@ def finish_task_run(
 ) -> dict[str, Any]:
     """finish_run of a multi_label or regression run: thresholds tuned on validation with the best
     weights (thresholds.json), validation and test metrics, report and figures (rank 0)."""
-    cfg, model, env, run_dir, splits, head = task.cfg, task.model, task.env, task.run_dir, task.splits, task.head
+    cfg, model, env, run_dir, splits, head = task.cfg, task.model, task.env, task.run_dir, task.splits, task.task_head
     tc = cfg.train
     results: dict[str, Any] = {}
     results["validation"], _ = evaluate(
