@@ -20,11 +20,11 @@ from tfm_cls.batching import LengthBucketSampler, TokenizedSplit, batch_loader
 from tfm_cls.errors import InputError
 from tfm_cls.export.infer import (
     DEFAULT_MAX_TOKENS,
-    Encoded,
     InferenceError,
     LongText,
     Record,
     Stats,
+    TextEncoder,
     aggregate_windows,
     chunks,
     open_input,
@@ -165,12 +165,6 @@ def run_policy(run: LoadedRun, **overrides: Any) -> LongText:
     return long_text_of(run.config.tokenizer, **overrides)
 
 
-def _encode(run: LoadedRun, texts: list[str], policy: LongText | None = None, max_length: int | None = None) -> Encoded:
-    """Model rows of `texts` (truncated or windowed as in training) with the one encoder of both
-    inference paths (export/infer.py's TextEncoder)."""
-    return text_encoder(run.tokenizer, policy or run_policy(run), max_length).encode(texts)
-
-
 @torch.no_grad()
 def _row_logits(run: LoadedRun, ids: list[list[int]], batches: list[list[int]]) -> np.ndarray:
     """Logits [len(ids), C] of model rows, batch by batch, in row order."""
@@ -188,13 +182,14 @@ def _row_logits(run: LoadedRun, ids: list[list[int]], batches: list[list[int]]) 
 def classify_texts(
     run: LoadedRun, texts: list[str], *, policy: LongText | None = None, batching: str = "tokens",
     batch_size: int = 64, max_tokens: int = DEFAULT_MAX_TOKENS, max_length: int | None = None,
+    encoder: TextEncoder | None = None,
 ) -> tuple[np.ndarray, list[bool], list[int]]:
     """Probabilities [len(texts), C] in input order, whether each text was truncated and its number
     of windows: the PyTorch twin of export/infer.py's Classifier.classify (same encoder, same
     batches, same aggregation). Rows are sorted by length into batches (`tokens`: up to
     `max_tokens` padded tokens each; `fixed`: `batch_size` rows)."""
-    policy = policy or run_policy(run)
-    enc = _encode(run, texts, policy, max_length)
+    policy = encoder.policy if encoder is not None else policy or run_policy(run)
+    enc = (encoder or text_encoder(run.tokenizer, policy, max_length)).encode(texts)
     batches = plan_batches([len(x) for x in enc.ids], batching, batch_size, max_tokens)
     logits = _row_logits(run, enc.ids, batches)
     if policy.chunk:
@@ -225,12 +220,12 @@ def predict_records(
     probabilities, truncated, windows with chunking, empty); an empty record's row has label None
     and "empty": true. Records are consumed `buffer_texts` at a time, so memory stays bounded."""
     policy = policy or run_policy(run)
-    text_encoder(run.tokenizer, policy, max_length)  # a bad policy fails before the first row
+    encoder = text_encoder(run.tokenizer, policy, max_length)  # a bad policy fails before the first row
     for chunk in chunks(records, buffer_texts):
         full = [r for r in chunk if not r.empty]
         probs, truncated, windows = classify_texts(
-            run, [r.text for r in full], policy=policy, batching=batching, batch_size=batch_size,
-            max_tokens=max_tokens, max_length=max_length,
+            run, [r.text for r in full], batching=batching, batch_size=batch_size, max_tokens=max_tokens,
+            encoder=encoder,
         ) if full else ([], [], [])
         results = iter(zip(probs, truncated, windows))
         for record in chunk:
