@@ -1,10 +1,14 @@
 #!/usr/bin/env python
 """Classify texts with an exported tfm_cls model, using only onnxruntime, tokenizers and numpy.
 
-The .onnx file is all it needs: the tokenizer, the label names and the maximum length travel in
-its metadata. Texts are read in chunks, sorted by length inside each chunk so that batches carry
-little padding, and written back in input order as they are done, so memory stays bounded on
-inputs of any size.
+The .onnx file is all it needs: the tokenizer, the label names, the maximum length and the run's
+long-text policy (truncation strategy, chunking) travel in its metadata. Texts are read in buffers
+(--buffer-texts), sorted by length inside each buffer into batches of at most --max-tokens padded
+tokens (or --batching fixed: --batch-size texts), and written back in input order as they are
+done, so memory stays bounded on inputs of any size. A text longer than the model's length is
+truncated by the policy (--truncation head / tail / head+tail), or with --chunk classified as
+overlapping windows (--stride) whose logits or probabilities are aggregated (--aggregate mean /
+max); its row then says how many windows it had. docs/long-documents.md
 
     python export/infer.py --model runs/x/model.onnx --input texts.txt --output predictions.jsonl
     cat texts.txt | python export/infer.py --model model.onnx > predictions.jsonl
