@@ -500,8 +500,28 @@ def batching_main(args) -> int:
     suffix = "_quick" if args.quick else ""
     (out / f"bench_batching{suffix}.json").write_text(json.dumps(results, indent=2) + "\n")
     (out / f"bench_batching{suffix}.md").write_text(table + "\n")
-    log.info("wrote %s", out / f"bench_batching{suffix}.json")
+    plot_cost_vs_length(results["length"], out / f"cost_vs_length{suffix}.png")
+    log.info("wrote %s and cost_vs_length%s.png", out / f"bench_batching{suffix}.json", suffix)
     return 0
+
+
+def plot_cost_vs_length(rows: dict, path: Path) -> None:
+    """ms per text against document tokens (log-log), truncation vs chunking."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    fig, ax = plt.subplots(figsize=(5, 3.5))
+    for mode in ("truncation", "chunking"):
+        points = [(int(k.split(" / ")[0]), r["ms_per_text"]) for k, r in rows.items() if k.endswith(mode)]
+        ax.plot(*zip(*points), marker="o", label=mode)
+    ax.set(xscale="log", yscale="log", xlabel="document tokens", ylabel="ms per text (ORT fp32, 1 thread)",
+           title="cost vs document length")
+    ax.legend()
+    fig.tight_layout()
+    fig.savefig(path, dpi=120)
+    plt.close(fig)
 
 
 def cost_vs_length(path: Path, texts: list[str], repeats: int) -> dict:

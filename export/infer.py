@@ -118,7 +118,7 @@ AGGREGATE_SCORES = ("logits", "probabilities")
 BATCHINGS = ("tokens", "fixed")
 # ONNX metadata key with the LongText policy of the run (JSON); absent in older exports (= head).
 LONG_TEXT_KEY = "tfm_cls.long_text"
-DEFAULT_MAX_TOKENS = 4096
+DEFAULT_MAX_TOKENS = 1024  # benchmarks/bench_infer.py --batching-only: best or tied on sst2, 1 and 2 threads
 
 
 @dataclass(frozen=True)

@@ -8,7 +8,14 @@ import pytest
 import torch
 from conftest import make_run
 from longdocs_kit import LABELS, MAX_LENGTH, WORDS, texts
-from tfm_cls.export.infer import Classifier, InferenceError, LongText, TextEncoder, aggregate_windows, plan_batches
+from tfm_cls.export.infer import (
+    Classifier,
+    InferenceError,
+    LongText,
+    TextEncoder,
+    aggregate_windows,
+    plan_batches,
+)
 
 from tfm_cls.batching import tokenize_dataset
 from tfm_cls.config import ClassifierConfig, TokenizerConfig, load_config
