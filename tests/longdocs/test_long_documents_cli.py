@@ -55,3 +55,36 @@ def test_auto_lengths_are_resolved_saved_and_recognised_on_a_rerun(tmp_path):
     assert run.model.config["max_len"] == want and isinstance(want, int) and want > 3
     with pytest.raises(RunDirError, match="holds a finished run of this config"):
         train(cfg)  # the same `auto` config is the same run
+
+
+def test_predict_and_infer_chunk_a_trained_run_alike(tmp_path):
+    """`tfm-cls predict --chunk` and `export/infer.py --chunk` on the same lines: the same rows."""
+    import json
+
+    import numpy as np
+
+    data = tmp_path / "data"
+    data.mkdir()
+    for split, n, seed in (("train", 60, 0), ("validation", 15, 1), ("test", 15, 2)):
+        write_jsonl(data / f"{split}.jsonl", make_texts(n, seed))
+    from tfm_cls.train import train
+
+    run_dir = tmp_path / "run"
+    train(tiny_config(data, run_dir, "tokenizer.max_length=6", "train.epochs=1"))
+    lines = [r["text"] for r in make_texts(12, 3)] + ["", "cat dog tennis bread " * 4]
+    src = tmp_path / "in.txt"
+    src.write_text("\n".join(lines) + "\n", encoding="utf-8")
+    flags = ["--chunk", "--stride", "1", "--aggregate", "max", "--max-tokens", "30"]
+    assert cli.main(["predict", "--run", str(run_dir), "--input", str(src), "--output", str(tmp_path / "t.jsonl"),
+                     *flags]) == 0
+    assert cli.main(["export", "--run", str(run_dir)]) == 0
+    assert infer.main(["--model", str(run_dir / "model.onnx"), "--input", str(src), "--output",
+                       str(tmp_path / "o.jsonl"), "--no-progress", *flags]) == 0
+    rows = [[json.loads(x) for x in (tmp_path / f).read_text().splitlines()] for f in ("t.jsonl", "o.jsonl")]
+    assert len(rows[0]) == len(rows[1]) == len(lines)
+    assert [r["windows"] for r in rows[0]] == [r["windows"] for r in rows[1]] and max(r["windows"] for r in rows[0]) > 3
+    assert rows[0][-2]["empty"] and rows[0][-2]["windows"] == 0
+    full = [i for i, r in enumerate(rows[0]) if not r["empty"]]
+    assert [rows[0][i]["label"] for i in full] == [rows[1][i]["label"] for i in full]
+    np.testing.assert_allclose([list(rows[0][i]["probabilities"].values()) for i in full],
+                               [list(rows[1][i]["probabilities"].values()) for i in full], atol=2e-6)
