@@ -219,7 +219,7 @@ def auto_max_length(
     chosen = max(3, min(wanted, *caps.values()))
     capped_by = [name for name, cap in caps.items() if cap == chosen and cap < wanted]
     logger.info(
-        "tokenizer.max_length auto: %d tokens (the %g-th percentile of %d training texts is %d%s; "
+        "tokenizer.max_length auto: %d tokens (percentile %g of %d training texts' token lengths is %d%s; "
         "%.1f%% of them are longer and get truncated or windowed)",
         chosen, cfg.length_percentile, len(lengths), wanted, f", capped by {capped_by[0]}" if capped_by else "",
         100.0 * float((lengths > chosen).mean()),

@@ -11,13 +11,12 @@ import torch
 from tfm_cls.export.exporter import export_classifier
 from tfm_cls.export.infer import LONG_TEXT_KEY
 
-from tfm_cls.config import ClassifierConfig, TokenizerConfig
+from tfm_cls.config import TokenizerConfig
 from tfm_cls.model import TransformerClassifier
-from tfm_cls.runs import LoadedRun
 from tfm_cls.tokenizer import long_text_of, train_tokenizer
 
 sys.path.insert(0, str(Path(__file__).parent))
-from longdocs_kit import LABELS, MAX_LENGTH, TEXTS  # noqa: E402
+from longdocs_kit import LABELS, MAX_LENGTH, TEXTS, make_run  # noqa: E402
 
 
 @pytest.fixture(scope="session")
@@ -32,11 +31,6 @@ def model(tokenizer):
         vocab_size=tokenizer.get_vocab_size(), num_classes=len(LABELS), d_model=16, nhead=4, num_layers=2,
         dim_feedforward=32, dropout=0.0, max_len=64,
     ).eval()
-
-
-def make_run(model, tokenizer, **tokenizer_keys) -> LoadedRun:
-    cfg = ClassifierConfig(tokenizer=TokenizerConfig(vocab_size=100, max_length=MAX_LENGTH, **tokenizer_keys))
-    return LoadedRun(model=model, tokenizer=tokenizer, labels=LABELS, config=cfg, run_dir=Path("."))
 
 
 @pytest.fixture(scope="session")

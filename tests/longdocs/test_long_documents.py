@@ -6,8 +6,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 import torch
-from conftest import make_run
-from longdocs_kit import LABELS, MAX_LENGTH, WORDS, texts
+from longdocs_kit import LABELS, MAX_LENGTH, WORDS, make_run, texts
 from tfm_cls.export.infer import (
     Classifier,
     InferenceError,

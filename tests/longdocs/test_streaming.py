@@ -11,7 +11,7 @@ import sys
 from pathlib import Path
 
 import pytest
-from longdocs_kit import LABELS, MAX_LENGTH, texts
+from longdocs_kit import LABELS, MAX_LENGTH, make_run, texts
 
 from tfm_cls.checkpoint import save_weights
 from tfm_cls.config import save_config
@@ -75,7 +75,6 @@ def test_onnx_inference_memory_is_flat_from_10k_to_200k_lines(model, tokenizer, 
 
 
 def test_predict_memory_is_flat_from_10k_to_200k_lines(model, tokenizer, tmp_path, inputs):
-    from conftest import make_run
 
     run = make_run(model, tokenizer)
     run_dir = tmp_path / "run"
