@@ -1,6 +1,7 @@
 """Streaming: both inference paths read a large input in bounded memory (the peak RSS of a run on
 20x the lines is close to that of the small run), writing one row per line. The default suite
-compares 2k and 40k lines; the slow marker runs 10k and 200k (the brief's sizes). Holding a 200k-line
+compares 2k and 40k lines; the slow marker runs 10k and 200k. Both runs read 1,000 texts at a time
+(--buffer-texts), so both exceed one buffer and the comparison isolates growth with the input. Holding a 200k-line
 input, its encodings and its rows (as `tfm-cls predict` did before streaming) costs > 100 MB."""
 
 from __future__ import annotations
@@ -68,7 +69,7 @@ def test_onnx_inference_memory_is_flat_from_10k_to_200k_lines(model, tokenizer, 
     for n, src in inputs.items():
         out = tmp_path / f"out{n}.jsonl"
         argv = [str(REPO / "export" / "infer.py"), "--model", str(path), "--input", str(src), "--output", str(out),
-                "--threads", "1", "--no-progress"]
+                "--threads", "1", "--no-progress", "--buffer-texts", "1000"]
         peaks[n] = _peak_kib(argv, out, n)
     small, large = sorted(peaks)
     assert peaks[large] - peaks[small] < 15 * 1024, peaks  # KiB
@@ -88,10 +89,9 @@ def test_predict_memory_is_flat_from_10k_to_200k_lines(model, tokenizer, tmp_pat
     for n, src in inputs.items():
         out = tmp_path / f"pred{n}.jsonl"
         argv = ["tfm_cls.cli", "predict", "--run", str(run_dir), "--input", str(src), "--output", str(out),
-                "--threads", "1"]
+                "--threads", "1", "--buffer-texts", "1000"]
         peaks[n] = _peak_kib(argv, out, n)
     small, large = sorted(peaks)
     first = json.loads((tmp_path / f"pred{small}.jsonl").read_text(encoding="utf-8").splitlines()[0])
     assert first["line"] == 1 and first["label"] in LABELS
-    # torch's allocator grows slowly with the shapes it has seen (~25 MB at 200k lines, measured).
-    assert peaks[large] - peaks[small] < 40 * 1024, peaks  # KiB
+    assert peaks[large] - peaks[small] < 15 * 1024, peaks  # KiB
