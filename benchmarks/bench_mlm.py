@@ -10,7 +10,7 @@ PRETRAIN_SHARE of it for MLM. The fine-tuning share is returned as train.max_min
 
 Extra unlabelled text (`--mlm-extra`): the *training* texts of other datasets under --data-root,
 added through the pretraining config's `extra_text.paths`, whose overlap guard drops every extra
-text that holds a piece of an evaluation text (pretrain_data.find_overlap). That matters for sst2
+text that holds a piece of an evaluation text (tfm_cls.pretrain.corpus.find_overlap). That matters for sst2
 and mr_polarity, both cut from Rotten Tomatoes sentences: most SST-2 phrases that come from MR's
 test sentences are dropped as pieces of them, and the count is in the pretraining run's metrics.
 `auto` takes every other dataset in the same language.

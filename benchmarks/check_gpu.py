@@ -11,7 +11,7 @@ Steps, in order:
                  run the trained model on a padded batch (the encoder's packed path, additive
                  mask) and on an unpadded one, forward and backward, each against the math kernel;
   4. export      the classifier of that run and a small random Seq2SeqTransformer to ONNX, each
-                 verified by export.verify.verify on CPUExecutionProvider and CUDAExecutionProvider
+                 verified by tfm_cls.export.verify.verify on CPUExecutionProvider and CUDAExecutionProvider
                  against PyTorch on CUDA;
   5. timing      torch eager fp32 and bf16 autocast (packed, and dense: attention and FFN over the
                  padded grid) vs onnxruntime CUDA at batch 1 and 32 on real test texts, host

@@ -28,6 +28,7 @@ import argparse
 import csv
 import errno
 import hashlib
+import io
 import json
 import logging
 import os
@@ -535,9 +536,14 @@ def read_records(
                 obj = json.loads(line)
             except json.JSONDecodeError as err:
                 raise InferenceError(f"{name}, line {lineno}: not valid JSON ({err.msg})") from None
-            if not isinstance(obj, dict) or text_field not in obj or not isinstance(obj[text_field], (str, type(None))):
+            if not isinstance(obj, dict) or text_field not in obj:
+                keys = sorted(obj) if isinstance(obj, dict) else type(obj).__name__
                 raise InferenceError(
-                    f"{name}, line {lineno}: expected an object with a string field {text_field!r}, got {line[:80]!r}"
+                    f"{name}, line {lineno}: expected an object with key {text_field!r}, got {keys}; pass --text-field"
+                )
+            if not isinstance(obj[text_field], (str, type(None))):
+                raise InferenceError(
+                    f"{name}, line {lineno}: key {text_field!r} holds {type(obj[text_field]).__name__}, expected a string"
                 )
             yield Record(str(obj.get("id", lineno)), obj[text_field] or "", lineno)
     elif fmt == "csv":
@@ -565,7 +571,8 @@ def open_input(path: str):
     """The binary stream of `path` (`-` = stdin); a missing path or a folder is an InferenceError.
     Special files (/dev/null, pipes, process substitution) are read like files."""
     if path == "-":
-        return sys.stdin.buffer
+        buffer = getattr(sys.stdin, "buffer", None)  # a text-only stdin (an embedding program) is encoded
+        return buffer if buffer is not None else io.BytesIO(sys.stdin.read().encode("utf-8"))
     if not os.path.exists(path):
         raise InferenceError(f"input file not found: {path}")
     if os.path.isdir(path):
@@ -798,7 +805,7 @@ def main(argv: list[str] | None = None) -> int:
              "--buffer-texts": args.buffer_texts}
     bad = [f"{flag} {value}" for flag, value in sizes.items() if value is not None and value < 1]
     if bad:
-        log.error("must be positive: %s", ", ".join(bad))
+        print(f"error: must be positive: {', '.join(bad)}", file=sys.stderr)
         return 2
     stats = Stats()
     start = time.perf_counter()
@@ -828,10 +835,10 @@ def main(argv: list[str] | None = None) -> int:
         finally:
             if output is not None:
                 output.discard()
-            if source is not sys.stdin.buffer:
+            if args.input != "-":
                 source.close()
     except InferenceError as err:
-        log.error("%s", err)
+        print(f"error: {err}", file=sys.stderr)  # the convention of `tfm-cls`: one line, exit 2
         return 2
     seconds = time.perf_counter() - start
     log.info("classified %d texts in %.1f s (%.0f texts/s)", stats.texts, seconds, stats.texts / max(seconds, 1e-9))

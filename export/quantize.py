@@ -9,6 +9,7 @@ No torch here.
 
 from __future__ import annotations
 
+import contextlib
 import csv
 import json
 import logging
@@ -24,6 +25,7 @@ from onnxruntime.quantization import QuantType, quantize_dynamic
 from tfm_cls.export.infer import Classifier, InferenceError, Stats, decoded_lines
 
 from tfm_cls.errors import QuantizeError
+from tfm_cls.io import write_json
 
 logger = logging.getLogger(__name__)
 
@@ -57,11 +59,30 @@ class QuantizeReport:
         )
 
 
+class _ErrorsOnly(logging.Filter):
+    def filter(self, record: logging.LogRecord) -> bool:
+        return record.levelno >= logging.ERROR
+
+
+@contextlib.contextmanager
+def _quiet_quantizer():
+    """onnxruntime.quantization logs one INFO line per tensor, and a generic advice WARNING,
+    through the root logger (`logging.info`): drop those records (a filter on the root logger sees only direct calls,
+    not our own records propagating to its handlers)."""
+    quiet = _ErrorsOnly()
+    root = logging.getLogger()
+    root.addFilter(quiet)
+    try:
+        yield
+    finally:
+        root.removeFilter(quiet)
+
+
 def quantize_model(fp32_path: str | Path, int8_path: str | Path, per_channel: bool = False) -> Path:
     """Dynamic int8 quantization of MatMul/Gemm weights; one self-contained file, metadata kept."""
     fp32_path, int8_path = Path(fp32_path), Path(int8_path)
     source = onnx.load(str(fp32_path))
-    with tempfile.TemporaryDirectory(dir=int8_path.parent) as tmp:
+    with tempfile.TemporaryDirectory(dir=int8_path.parent) as tmp, _quiet_quantizer():
         raw = Path(tmp) / "int8.onnx"
         quantize_dynamic(
             model_input=str(fp32_path),
@@ -194,5 +215,5 @@ def quantize_and_evaluate(
     finally:
         candidate.unlink(missing_ok=True)
     report_path = int8_path.with_name(int8_path.stem + ".quantization.json")
-    report_path.write_text(json.dumps(asdict(report), indent=2) + "\n", encoding="utf-8")
+    write_json(report_path, asdict(report))
     return report

@@ -1,6 +1,6 @@
 """Declarative ONNX export specs: names, dtypes, dynamic axes, opset and tolerances of each graph.
 
-The exporter builds graphs from these specs and `export.verify.verify` checks exported files
+The exporter builds graphs from these specs and `tfm_cls.export.verify.verify` checks exported files
 against them, so the two cannot drift apart. Nothing here imports torch.
 """
 

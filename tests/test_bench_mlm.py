@@ -29,7 +29,7 @@ def test_auto_takes_every_other_dataset_of_the_same_language(data_root: Path) ->
     bench_mlm = _bench_mlm()
     assert bench_mlm.extra_datasets("trec", "auto", data_root) == ["sst2", "mr_polarity", "sms_spam"]
     # sst2 and mr_polarity share source sentences: the pretraining overlap guard drops the pieces
-    # (tests/pretrain/test_pretrain_data.py), so the pair is allowed here.
+    # (tests/pretrain/test_corpus.py), so the pair is allowed here.
     assert bench_mlm.extra_datasets("mr_polarity", "auto", data_root) == ["sst2", "trec", "sms_spam"]
     assert bench_mlm.extra_datasets("tnews", "auto", data_root) == []  # no other Chinese dataset
     assert bench_mlm.extra_datasets("trec", "none", data_root) == []

@@ -1,12 +1,12 @@
-"""Atomic file writes, the best weights (safetensors) and the resumable last checkpoint.
+"""The best weights (safetensors) and the resumable last checkpoint.
 
-`save_training_checkpoint` / `resume_training_checkpoint` are the one checkpoint format of both
-training loops (train.py, pretrain.py): model, optimizer, loss scaler, every rank's RNG states
-and the loop's own state.
+`save_training_checkpoint` / `resume_training_checkpoint` are the one checkpoint format of the
+training engine (engine.py, for every task): model, optimizer, loss scaler, every rank's RNG
+states and the loop's own state.
 
-Every file is written to a temporary name in the same folder, flushed to disk and renamed over
-the target, so a process killed at any moment leaves either the old file or the new one, never a
-torn one. Loading never unpickles code: weights go through safetensors, the last checkpoint
+Every file is written through tfm_cls.io.atomic_path (a temporary name in the same folder,
+flushed to disk, renamed over the target), so a process killed at any moment leaves either the
+old file or the new one, never a torn one. Loading never unpickles code: weights go through safetensors, the last checkpoint
 through `torch.load(weights_only=True)`.
 """
 

@@ -63,10 +63,11 @@ def _write_or_print(text: str, output: str | None) -> None:
 
 def cmd_train(args: argparse.Namespace) -> int:
     from tfm_cls.config import ClassifierConfig, load_config
+
+    cfg = load_config(ClassifierConfig, args.config, args.overrides)  # a bad config fails before torch loads
     from tfm_cls.train import train
 
     _quiet_datasets()
-    cfg = load_config(ClassifierConfig, args.config, args.overrides)
     metrics = train(cfg, resume=args.resume, overwrite=args.overwrite)
     summary = {split: {k: metrics[split][k] for k in ("accuracy", "macro_f1", "loss")} for split in ("validation", "test")}
     if os.environ.get("RANK", "0") == "0":  # under torchrun every rank returns the metrics; one prints
@@ -206,7 +207,7 @@ def _check_onnx(model, path: Path, providers: str | None, name: Path) -> None:
     try:
         report = verify(model, path, _providers(providers), name=str(name))
     except VerificationError as err:
-        print(err.report)
+        print(err.report, file=sys.stderr)  # the full report, then the one-line error
         raise _Failed(f"{name}: verification failed ({first_failure(err.report)})", 1) from err
     print(report)
 
@@ -376,11 +377,14 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def _internal_errors() -> tuple[type[BaseException], ...]:
-    """Exception types that mean bad input although they are not TfmClsError: the standalone
-    inference script's own error (it imports nothing of tfm_cls), and a missing file."""
-    from tfm_cls.export.infer import InferenceError
-
-    return (InferenceError, FileNotFoundError, IsADirectoryError, NotADirectoryError)
+    """Exception types that mean bad input although they are not TfmClsError: a missing file, and
+    the standalone inference script's own error (it imports nothing of tfm_cls), which can only
+    have been raised if that module is loaded (so reporting a failure never imports onnxruntime)."""
+    types: list[type[BaseException]] = [FileNotFoundError, IsADirectoryError, NotADirectoryError]
+    infer = sys.modules.get("tfm_cls.export.infer")
+    if infer is not None:
+        types.append(infer.InferenceError)
+    return tuple(types)
 
 
 def main(argv: list[str] | None = None) -> int:

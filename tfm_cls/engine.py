@@ -177,6 +177,10 @@ class Engine:
     def _checkpoint(self) -> None:  # a collective: every rank calls it
         self.state.loss_sum += self.pending_loss.take()
         self._require_finite(self.state.loss_sum, "train loss")
+        # The update after the last loss may have made the weights NaN: the checkpoint copies them
+        # to the host anyway, so this check costs no extra synchronisation worth counting.
+        if not bool(torch.stack([torch.isfinite(p).all() for p in self.task.model.parameters()]).all()):
+            self._require_finite(float("nan"), "model's weights (after the last update)")
         save_training_checkpoint(
             self.checkpoint_path, self.env, self.task.model, self.optimizer, self.amp, dataclasses.asdict(self.state)
         )

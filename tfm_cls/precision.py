@@ -1,5 +1,5 @@
-"""Mixed precision for the training loops (train and pretrain): autocast, loss scaling and the
-optimizer step with gradient clipping, in one object so both loops run the same lines.
+"""Mixed precision for the training engine: autocast, loss scaling and the optimizer step with
+gradient clipping, in one object (engine.py holds the one `amp.backward` call of the library).
 
     amp = Precision("auto", device)        # bf16 autocast on CUDA, fp32 on CPU
     with amp.autocast():

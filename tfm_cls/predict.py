@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import contextlib
 import json
-import sys
 import time
 from collections.abc import Iterable, Iterator
 from pathlib import Path
@@ -122,7 +121,7 @@ def read_records(
         try:
             records = list(infer_read_records(stream, name, _format_of(path, fmt), column, invalid_utf8, stats))
         finally:
-            if stream is not sys.stdin.buffer:
+            if path != "-":
                 stream.close()
     except InferenceError as err:
         raise InputError(str(err).replace("input file not found:", "input file does not exist:")) from None
@@ -156,7 +155,7 @@ def open_records(
     try:
         yield records()
     finally:
-        if stream is not sys.stdin.buffer:
+        if path != "-":
             stream.close()
 
 

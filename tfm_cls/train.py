@@ -200,6 +200,13 @@ def train(cfg: ClassifierConfig, *, resume: bool = False, overwrite: bool = Fals
             env.device, amp.name,
         )
         engine = Engine(task, cfg.train, env, amp, run_dir)
+        warmup = cfg.train.warmup_steps
+        if warmup is not None and warmup >= engine.planned_steps:
+            logger.warning(
+                "train.warmup_steps=%d is not below the %d planned steps: the learning rate never reaches "
+                "train.lr=%g; lower train.warmup_steps (or set train.warmup_ratio)", warmup, engine.planned_steps,
+                cfg.train.lr,
+            )
         state = engine.fit(resume)
         return finish_run(task, data, state, state.epoch + state.position / engine.batches_per_epoch)
 

@@ -3,11 +3,14 @@
 from __future__ import annotations
 
 import shutil
+import subprocess
+import sys
+from pathlib import Path
 
 import numpy as np
 import onnx
 import pytest
-from export_testkit import LABELS, MAX_LENGTH
+from export_testkit import LABELS, MAX_LENGTH, TEXTS
 from onnx import numpy_helper
 
 from tfm_cls.checkpoint import save_weights
@@ -69,3 +72,25 @@ def test_export_of_a_missing_run_is_a_clear_error(tmp_path, capsys):
     assert main(["export", "--run", str(tmp_path / "nope")]) == 2
     err = capsys.readouterr().err
     assert "does not exist" in err and len(err.splitlines()) == 1
+
+
+def test_tfm_cls_infer_writes_what_the_standalone_script_writes(classifier_onnx, tmp_path):
+    """`tfm-cls infer` is export/infer.py: the same arguments give the same bytes."""
+    src = tmp_path / "in.txt"
+    src.write_text("\n".join(TEXTS[:7]) + "\n\n" + " ".join(TEXTS) + "\n", encoding="utf-8")  # an empty and a long line
+    script = Path(__file__).resolve().parents[2] / "export" / "infer.py"
+    outputs = {}
+    for name, command in (("cli", [sys.executable, "-m", "tfm_cls.cli", "infer"]), ("script", [sys.executable, str(script)])):
+        out = tmp_path / f"{name}.jsonl"
+        args = ["--model", str(classifier_onnx), "--input", str(src), "--output", str(out), "--no-progress"]
+        proc = subprocess.run([*command, *args], cwd=tmp_path, capture_output=True, text=True, timeout=120)
+        assert proc.returncode == 0, proc.stderr
+        outputs[name] = out.read_bytes()
+    assert len(outputs["cli"].splitlines()) == 9  # one row per line, the empty one included ("empty": true)
+    assert outputs["cli"] == outputs["script"]
+
+
+def test_tfm_cls_infer_errors_are_one_line(classifier_onnx, tmp_path, capsys):
+    assert main(["infer", "--model", str(classifier_onnx), "--input", str(tmp_path / "missing.txt")]) == 2
+    err = capsys.readouterr().err
+    assert err == f"error: input file not found: {tmp_path / 'missing.txt'}\n"

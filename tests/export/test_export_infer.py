@@ -5,6 +5,7 @@ from __future__ import annotations
 import csv
 import json
 import os
+import shutil
 import subprocess
 import sys
 from pathlib import Path
@@ -38,21 +39,25 @@ def read_jsonl(path: Path) -> list[dict]:
     return [json.loads(line) for line in path.read_text(encoding="utf-8").splitlines()]
 
 
-def test_txt_to_jsonl_matches_torch_and_skips_empty_lines(classifier, classifier_onnx, tokenizer, tmp_path, caplog):
+def test_txt_to_jsonl_matches_torch_with_a_row_per_line(classifier, classifier_onnx, tokenizer, tmp_path, caplog):
     texts = TEXTS[:9]
     lines = [texts[0], "", texts[1], "   ", *texts[2:]]
     src = tmp_path / "in.txt"
     src.write_text("\n".join(lines) + "\n", encoding="utf-8")
     out = tmp_path / "out.jsonl"
     assert run_main("--model", str(classifier_onnx), "--input", str(src), "--output", str(out)) == 0
-    rows = read_jsonl(out)
-    assert [r["id"] for r in rows] == ["1", "3", *map(str, range(5, 12))]  # ids are line numbers
+    all_rows = read_jsonl(out)
+    assert [r["id"] for r in all_rows] == [str(i) for i in range(1, 12)]  # one row per line, ids are line numbers
+    assert [r["line"] for r in all_rows] == list(range(1, 12))
+    assert [r["line"] for r in all_rows if r["empty"]] == [2, 4]
+    assert all(r["label"] is None and r["probabilities"] is None for r in all_rows if r["empty"])
+    rows = [r for r in all_rows if not r["empty"]]
     want = torch_probabilities(classifier, tokenizer, texts)
     got = np.array([[r["probabilities"][label] for label in LABELS] for r in rows])
     np.testing.assert_allclose(got, want, atol=1e-4)
     assert [r["label"] for r in rows] == [LABELS[i] for i in want.argmax(1)]
     np.testing.assert_allclose([r["score"] for r in rows], want.max(1), atol=1e-4)
-    assert "skipped 2 empty texts (lines [2, 4])" in caplog.text
+    assert "2 empty lines (e.g. lines [2, 4])" in caplog.text
 
 
 def test_small_chunks_and_batches_give_the_same_rows_in_order(classifier_onnx, tmp_path):
@@ -77,7 +82,7 @@ def test_jsonl_in_csv_out_with_ids(classifier_onnx, tmp_path):
     with out.open(newline="", encoding="utf-8") as f:
         rows = list(csv.DictReader(f))
     assert [r["id"] for r in rows] == [f"doc-{i}" for i in range(4)]
-    assert list(rows[0]) == ["id", "label", "score", *(f"prob_{x}" for x in LABELS), "truncated"]
+    assert list(rows[0]) == ["id", "line", "label", "score", *(f"prob_{x}" for x in LABELS), "truncated", "empty"]
     for r in rows:
         probs = [float(r[f"prob_{x}"]) for x in LABELS]
         assert abs(sum(probs) - 1) < 1e-4 and r["label"] == LABELS[int(np.argmax(probs))]
@@ -105,24 +110,31 @@ def test_long_texts_are_truncated_and_counted(classifier_onnx, tmp_path, caplog)
     assert f"truncated 1 texts to {MAX_LENGTH} tokens" in caplog.text
 
 
-def test_invalid_utf8_names_the_line_or_is_replaced(classifier_onnx, tmp_path, caplog):
+def error_line(capsys) -> str:
+    """The one line a failed run writes on stderr (the `tfm-cls` convention)."""
+    err = capsys.readouterr().err
+    assert len(err.splitlines()) == 1 and err.startswith("error: "), err
+    return err
+
+
+def test_invalid_utf8_names_the_line_or_is_replaced(classifier_onnx, tmp_path, caplog, capsys):
     src = tmp_path / "in.txt"
     src.write_bytes(b"fine text\nbad \xff\xfe byte\nmore text\n")
     out = tmp_path / "out.jsonl"
     assert run_main("--model", str(classifier_onnx), "--input", str(src), "--output", str(out)) == 2
-    assert f"{src}:2: invalid UTF-8 (byte 0xff at column 5)" in caplog.text
-    assert not out.exists() and not Path(str(out) + ".partial").exists()  # no half-written output
+    assert f"{src}, line 2: invalid UTF-8 (byte 0xff at byte offset 14 of the file, column 5 of the line)" in error_line(capsys)
+    assert list(tmp_path.iterdir()) == [src]  # no half-written output, no temporary file
     caplog.clear()
     assert run_main("--model", str(classifier_onnx), "--input", str(src), "--output", str(out), "--invalid-utf8", "replace") == 0
     assert len(read_jsonl(out)) == 3
     assert "replaced invalid UTF-8 on 1 lines" in caplog.text
 
 
-def test_missing_and_foreign_model_files(tmp_path, caplog):
+def test_missing_and_foreign_model_files(tmp_path, capsys):
     src = tmp_path / "in.txt"
     src.write_text("hello\n")
     assert run_main("--model", str(tmp_path / "nope.onnx"), "--input", str(src)) == 2
-    assert "model file not found" in caplog.text
+    assert "model file not found" in error_line(capsys)
 
     node = helper.make_node("Identity", ["x"], ["y"])
     graph = helper.make_graph(
@@ -131,61 +143,71 @@ def test_missing_and_foreign_model_files(tmp_path, caplog):
     )
     foreign = tmp_path / "foreign.onnx"
     onnx.save(helper.make_model(graph), str(foreign))
-    caplog.clear()
     assert run_main("--model", str(foreign), "--input", str(src)) == 2
-    assert "is not a tfm_cls model" in caplog.text
+    assert "is not a tfm_cls model" in error_line(capsys)
 
     garbage = tmp_path / "garbage.onnx"
     garbage.write_bytes(b"not a protobuf at all")
-    caplog.clear()
     assert run_main("--model", str(garbage), "--input", str(src)) == 2
-    assert "is not a readable ONNX model" in caplog.text
+    assert "is not a readable ONNX model" in error_line(capsys)
 
 
-def test_bad_jsonl_line_is_named(classifier_onnx, tmp_path, caplog):
+def test_bad_jsonl_line_is_named(classifier_onnx, tmp_path, capsys):
     src = tmp_path / "in.jsonl"
     src.write_text('{"text": "ok"}\n{"txt": "wrong key"}\n')
     assert run_main("--model", str(classifier_onnx), "--input", str(src)) == 2
-    assert f"{src}:2: expected an object with a string field 'text'" in caplog.text
+    assert f"{src}, line 2: expected an object with key 'text', got ['txt']; pass --text-field" in error_line(capsys)
 
 
-# A sitecustomize that makes every torch import fail and records the attempt.
+# A sitecustomize that makes every import of the packages named in GUARD_BLOCK fail, and records
+# each attempt.
 _GUARD = '''
 import importlib.abc, os, sys
 
-class _NoTorch(importlib.abc.MetaPathFinder):
+BLOCKED = os.environ["GUARD_BLOCK"].split(",")
+
+class _Blocked(importlib.abc.MetaPathFinder):
     def find_spec(self, name, path=None, target=None):
-        if name == "torch" or name.startswith("torch."):
-            with open(os.environ["TORCH_GUARD_LOG"], "a") as f:
+        if name.split(".")[0] in BLOCKED:
+            with open(os.environ["GUARD_LOG"], "a") as f:
                 f.write(name + "\\n")
-            raise ImportError("torch is blocked in this test: " + name)
+            raise ImportError(name + " is blocked in this test")
         return None
 
-sys.meta_path.insert(0, _NoTorch())
+sys.meta_path.insert(0, _Blocked())
 '''
 
 
-def _guarded_env(tmp_path: Path) -> dict[str, str]:
+def _guarded_env(tmp_path: Path, blocked: str = "torch") -> dict[str, str]:
     guard = tmp_path / "guard"
     guard.mkdir()
     (guard / "sitecustomize.py").write_text(_GUARD)
     env = dict(os.environ)
     env["PYTHONPATH"] = str(guard)
-    env["TORCH_GUARD_LOG"] = str(tmp_path / "torch_imports.log")
+    env["GUARD_BLOCK"] = blocked
+    env["GUARD_LOG"] = str(tmp_path / "blocked_imports.log")
     return env
 
 
-def test_guard_really_blocks_torch(tmp_path):
-    env = _guarded_env(tmp_path)
-    proc = subprocess.run([sys.executable, "-c", "import torch"], env=env, capture_output=True, text=True)
-    assert proc.returncode != 0 and "torch is blocked" in proc.stderr
+def test_guard_really_blocks(tmp_path):
+    env = _guarded_env(tmp_path, "torch,tfm_cls")
+    for module in ("torch", "tfm_cls.export.infer"):
+        proc = subprocess.run([sys.executable, "-c", f"import {module}"], env=env, capture_output=True, text=True)
+        assert proc.returncode != 0 and "is blocked in this test" in proc.stderr
+    assert (tmp_path / "blocked_imports.log").read_text().split() == ["torch", "tfm_cls"]
 
 
-def test_infer_script_never_imports_torch(classifier_onnx, tmp_path):
-    env = _guarded_env(tmp_path)
+def test_infer_script_runs_alone_without_torch_or_tfm_cls(classifier_onnx, tmp_path):
+    """A copy of export/infer.py in a folder of its own, with torch and tfm_cls unimportable: it
+    needs only onnxruntime, tokenizers and numpy."""
+    alone = tmp_path / "deploy"
+    alone.mkdir()
+    shutil.copy(INFER, alone / "infer.py")
+    env = _guarded_env(tmp_path, "torch,tfm_cls")
     proc = subprocess.run(
-        [sys.executable, str(INFER), "--model", str(classifier_onnx), "--no-progress"],
+        [sys.executable, "infer.py", "--model", str(classifier_onnx), "--no-progress"],
         input="\n".join(TEXTS[:5]) + "\n",
+        cwd=alone,
         env=env,
         capture_output=True,
         text=True,
@@ -193,20 +215,21 @@ def test_infer_script_never_imports_torch(classifier_onnx, tmp_path):
     )
     assert proc.returncode == 0, proc.stderr
     assert len(proc.stdout.splitlines()) == 5  # stdin -> stdout, one JSON row per text
-    log = tmp_path / "torch_imports.log"
-    assert not log.exists(), f"torch import attempted: {log.read_text()}"
+    log = tmp_path / "blocked_imports.log"
+    assert not log.exists(), f"blocked import attempted: {log.read_text()}"
 
 
 def test_quantize_code_path_is_torch_free_too(tmp_path):
     env = _guarded_env(tmp_path)
-    code = "import tfm_cls.export.quantize, export.infer, export.seq2seq, export.spec, export"
-    proc = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True, timeout=120)
+    code = "import tfm_cls.export, tfm_cls.export.quantize, tfm_cls.export.infer, tfm_cls.export.seq2seq, tfm_cls.export.spec"
+    proc = subprocess.run([sys.executable, "-c", code], env=env, cwd=tmp_path, capture_output=True, text=True, timeout=120)
     assert proc.returncode == 0, proc.stderr
-    assert not (tmp_path / "torch_imports.log").exists()
+    assert not (tmp_path / "blocked_imports.log").exists()
 
 
 @pytest.mark.parametrize("bad", [["--batch-size", "0"], ["--max-length", "999"]])
-def test_bad_arguments(classifier_onnx, tmp_path, bad):
+def test_bad_arguments(classifier_onnx, tmp_path, bad, capsys):
     src = tmp_path / "in.txt"
     src.write_text("hello\n")
     assert run_main("--model", str(classifier_onnx), "--input", str(src), *bad) == 2
+    assert bad[0] in error_line(capsys)

@@ -1,4 +1,5 @@
-"""The BERT-mapping options reproduce transformers' BertModel exactly (random tiny config)."""
+"""The BERT-mapping options reproduce transformers' BertModel exactly (random tiny config), with the
+weights converted by the library (tfm_cls.pretrained.hf_weights)."""
 
 from __future__ import annotations
 
@@ -6,30 +7,7 @@ import pytest
 import torch
 
 from tfm_cls.model import TransformerClassifier
-
-
-def _bert_to_ours(sd: dict[str, torch.Tensor], num_layers: int) -> dict[str, torch.Tensor]:
-    renamed = {
-        "token_embedding.embedding.weight": sd["embeddings.word_embeddings.weight"],
-        "positional_encoding.embedding.weight": sd["embeddings.position_embeddings.weight"],
-        "token_type_embedding.weight": sd["embeddings.token_type_embeddings.weight"],
-        "embedding_norm.weight": sd["embeddings.LayerNorm.weight"],
-        "embedding_norm.bias": sd["embeddings.LayerNorm.bias"],
-        "pooler.dense.weight": sd["pooler.dense.weight"],
-        "pooler.dense.bias": sd["pooler.dense.bias"],
-    }
-    for i in range(num_layers):
-        src, dst = f"encoder.layer.{i}.", f"encoder.layers.{i}."
-        for kind in ("weight", "bias"):
-            renamed[f"{dst}self_attn.in_proj_{kind}"] = torch.cat(
-                [sd[f"{src}attention.self.{name}.{kind}"] for name in ("query", "key", "value")]
-            )
-            renamed[f"{dst}self_attn.out_proj.{kind}"] = sd[f"{src}attention.output.dense.{kind}"]
-            renamed[f"{dst}norm1.{kind}"] = sd[f"{src}attention.output.LayerNorm.{kind}"]
-            renamed[f"{dst}linear1.{kind}"] = sd[f"{src}intermediate.dense.{kind}"]
-            renamed[f"{dst}linear2.{kind}"] = sd[f"{src}output.dense.{kind}"]
-            renamed[f"{dst}norm2.{kind}"] = sd[f"{src}output.LayerNorm.{kind}"]
-    return renamed
+from tfm_cls.pretrained.hf_weights import EncoderSpec, convert_state_dict
 
 
 @pytest.mark.slow  # importing transformers takes ~10 s
@@ -67,7 +45,15 @@ def test_bert_options_reproduce_bert_model():
         embedding_layer_norm=True,
         pooler=True,
     ).eval()
-    weights = _bert_to_ours(bert.state_dict(), 2)
+    # The library's own conversion (what `model.init_from` of a BERT folder runs).
+    spec = EncoderSpec(
+        model_type="bert", vocab_size=60, d_model=32, n_layers=2, n_heads=4, d_ff=64, activation="gelu",
+        layer_norm_eps=config.layer_norm_eps, max_positions=40, position_offset=0, type_vocab_size=2, pad_token_id=0,
+    )
+    weights, dropped = convert_state_dict(bert.state_dict(), spec)
+    # BERT's pooler comes back apart; a [CLS]-pooling run keeps it, as BertForSequenceClassification.
+    weights.update({name: dropped.pop(name) for name in ("pooler.dense.weight", "pooler.dense.bias")})
+    assert set(dropped) <= {"embeddings.position_ids", "embeddings.token_type_ids"}  # buffers only
     weights.update({"head.weight": ours.head.weight.detach(), "head.bias": ours.head.bias.detach()})
     ours.load_state_dict(weights, strict=True)
 

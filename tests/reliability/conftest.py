@@ -115,14 +115,15 @@ def read_jsonl(data: bytes | Path) -> list[dict]:
 
 @pytest.fixture(scope="session")
 def trained(tmp_path_factory) -> Path:
-    """The session's one tiny run (2 epochs, seconds), exported to model.onnx and verified."""
+    """The session's one tiny run (2 epochs, seconds), exported to model.onnx."""
     root = tmp_path_factory.mktemp("reliability")
     data = make_data(root / "data")
     runner = Runner(root, root / "home")
     run = root / "run"
     proc = runner.cli("train", *TINY, f"data.path={data}", f"run_dir={run}")
     assert proc.returncode == 0, stderr_of(proc)
-    proc = runner.cli("export", "--run", run, "--providers", "CPUExecutionProvider")
+    (root / "train.stderr").write_bytes(proc.stderr)
+    proc = runner.cli("export", "--run", run, "--no-verify")  # verification: test_verify_report_is_printed_once
     assert proc.returncode == 0, stderr_of(proc)
     assert (run / "model.onnx").is_file()
     return run
@@ -146,3 +147,24 @@ def run(trained, tmp_path) -> Path:
 @pytest.fixture
 def data(trained) -> Path:
     return trained.parent / "data"
+
+
+@pytest.fixture
+def small_disk(tmp_path):
+    """A factory of small tmpfs mounts (root only, else the test is skipped): a real full disk.
+    Used instead of patching the writer, so every writer's own reaction to ENOSPC is tested."""
+    mounts: list[Path] = []
+
+    def mount(kib: int) -> Path:
+        folder = tmp_path / f"disk{len(mounts)}"
+        folder.mkdir()
+        proc = subprocess.run(["mount", "-t", "tmpfs", "-o", f"size={kib}k", "tmpfs", str(folder)],
+                              capture_output=True)
+        if proc.returncode != 0:
+            pytest.skip(f"cannot mount a tmpfs here ({proc.stderr.decode().strip()}); needs root")
+        mounts.append(folder)
+        return folder
+
+    yield mount
+    for folder in mounts:
+        subprocess.run(["umount", "-l", str(folder)], capture_output=True)

@@ -22,15 +22,19 @@ def test_predict_txt_jsonl_csv_and_stdin(trained_run, tmp_path, monkeypatch, cap
     (tmp_path / "in.jsonl").write_text("".join(json.dumps({"body": t}) + "\n" for t in texts))
     (tmp_path / "in.csv").write_text("id,body\n" + "".join(f"{i},{t}\n" for i, t in enumerate(texts)))
     outputs = {}
-    for name, extra in (("in.txt", []), ("in.jsonl", ["--column", "body"]), ("in.csv", ["--column", "body"])):
+    for name, extra in (("in.txt", []), ("in.jsonl", ["--text-field", "body"]), ("in.csv", ["--column", "body"])):  # --column: the old name
         out = tmp_path / f"{name}.out.jsonl"
         assert main(["predict", "--run", str(trained_run), "--input", str(tmp_path / name), "--output", str(out), *extra]) == 0
         outputs[name] = [json.loads(line) for line in out.read_text().splitlines()]
-    assert outputs["in.txt"] == outputs["in.jsonl"] == outputs["in.csv"]
+    def content(rows):  # the formats number their rows differently (id, line)
+        return [{k: v for k, v in r.items() if k not in ("id", "line")} for r in rows]
+
+    assert content(outputs["in.txt"]) == content(outputs["in.jsonl"]) == content(outputs["in.csv"])
     records = outputs["in.txt"]
-    assert len(records) == 4
+    assert len(records) == 4 and [r["line"] for r in records] == [1, 2, 3, 4]
     assert [r["label"] for r in records[:3]] == CLASSES  # the topic words decide
-    for r in records:
+    assert records[3]["empty"] is True and records[3]["label"] is None  # an empty line: a row, no guess
+    for r in records[:3]:
         assert set(r["probabilities"]) == set(CLASSES)
         assert r["score"] == max(r["probabilities"].values()) == r["probabilities"][r["label"]]
         assert sum(r["probabilities"].values()) == pytest.approx(1.0, abs=1e-5)
@@ -45,7 +49,7 @@ def test_predict_bad_input_names_the_column(trained_run, tmp_path, capsys):
     (tmp_path / "in.jsonl").write_text(json.dumps({"body": "cat"}) + "\n")
     code = main(["predict", "--run", str(trained_run), "--input", str(tmp_path / "in.jsonl"), "--output", "-"])
     assert code == 2
-    assert "in.jsonl, line 1: expected an object with key 'text', got ['body']; pass --column" in capsys.readouterr().err
+    assert "in.jsonl, line 1: expected an object with key 'text', got ['body']; pass --text-field" in capsys.readouterr().err
 
 
 def test_predict_and_eval_take_auto_and_refuse_an_unknown_device(trained_run, tmp_path, capsys):

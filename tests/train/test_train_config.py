@@ -1,13 +1,10 @@
-"""Config files: several merged in order (an experiment plus an overlay such as a fine-tuning recipe)."""
-
-from pathlib import Path
+"""Config files: several merged in order (an experiment plus an overlay such as a fine-tuning recipe).
+The shipped configs and presets are tested in tests/test_configs.py."""
 
 import pytest
 import yaml
 
 from tfm_cls.config import ClassifierConfig, ConfigError, load_config
-
-ROOT = Path(__file__).resolve().parents[2]
 
 
 def test_an_overlay_replaces_only_the_keys_it_sets(tmp_path):
@@ -32,14 +29,3 @@ def test_an_error_in_an_overlay_names_the_files(tmp_path):
         load_config(ClassifierConfig, [base, bad])
     with pytest.raises(ConfigError, match="nothere.yaml does not exist"):
         load_config(ClassifierConfig, f"{base},{tmp_path / 'nothere.yaml'}")
-
-
-@pytest.mark.parametrize("path", sorted(p for p in (ROOT / "configs/cls").glob("*.yaml") if "minilm" not in p.name),
-                         ids=lambda p: p.stem)
-def test_the_fine_tuning_recipe_overlays_every_from_scratch_config(path):
-    overlay = ROOT / "configs/finetune/from-mlm.yaml"
-    plain = load_config(ClassifierConfig, path)
-    tuned = load_config(ClassifierConfig, [path, overlay])
-    recipe = yaml.safe_load(overlay.read_text())["train"]
-    assert {key: getattr(tuned.train, key) for key in recipe} == pytest.approx(recipe)
-    assert tuned.model == plain.model and tuned.data == plain.data  # only train.* changes

@@ -25,6 +25,7 @@ import numpy as np
 
 from tfm_cls.data import load_data
 from tfm_cls.errors import ConfigError, CorpusError
+from tfm_cls.export.infer import InferenceError, Stats, decoded_lines  # the one line reader
 from tfm_cls.pretrain.config import ExtraTextConfig, PretrainConfig
 
 logger = logging.getLogger(__name__)
@@ -128,27 +129,31 @@ def read_text_file(path: str | Path, text_field: str = "text") -> list[str]:
     if not path.is_file():
         raise CorpusError(f"extra text file {path} does not exist")
     suffix = path.suffix.lower()
+    if suffix not in (".txt", ".jsonl", ".json"):
+        raise CorpusError(f"extra text file {path}: expected a .txt or .jsonl file, got {suffix or 'no suffix'!r}")
+    with open(path, "rb") as f:
+        try:
+            lines = list(decoded_lines(f, str(path), "error", Stats()))  # "\n" only; invalid UTF-8 named
+        except InferenceError as err:
+            raise CorpusError(str(err)) from None
+    if suffix == ".txt":
+        return [line.strip() for _, line in lines if line.strip()]
     texts: list[str] = []
-    with open(path, encoding="utf-8") as f:
-        if suffix == ".txt":
-            return [line.strip() for line in f if line.strip()]
-        if suffix not in (".jsonl", ".json"):
-            raise CorpusError(f"extra text file {path}: expected a .txt or .jsonl file, got {suffix or 'no suffix'!r}")
-        for lineno, line in enumerate(f, 1):
-            if not line.strip():
-                continue
-            try:
-                obj = json.loads(line)
-            except json.JSONDecodeError as err:
-                raise CorpusError(f"{path}:{lineno}: not a JSON object ({err.msg})") from err
-            if not isinstance(obj, dict) or text_field not in obj:
-                keys = sorted(obj) if isinstance(obj, dict) else type(obj).__name__
-                raise CorpusError(f"{path}:{lineno}: expected an object with field {text_field!r}, got {keys}")
-            value = obj[text_field]
-            if not isinstance(value, str):
-                raise CorpusError(f"{path}:{lineno}: field {text_field!r} is {type(value).__name__}, expected a string")
-            if value.strip():
-                texts.append(value)
+    for lineno, line in lines:
+        if not line.strip():
+            continue
+        try:
+            obj = json.loads(line)
+        except json.JSONDecodeError as err:
+            raise CorpusError(f"{path}:{lineno}: not a JSON object ({err.msg})") from err
+        if not isinstance(obj, dict) or text_field not in obj:
+            keys = sorted(obj) if isinstance(obj, dict) else type(obj).__name__
+            raise CorpusError(f"{path}:{lineno}: expected an object with field {text_field!r}, got {keys}")
+        value = obj[text_field]
+        if not isinstance(value, str):
+            raise CorpusError(f"{path}:{lineno}: field {text_field!r} is {type(value).__name__}, expected a string")
+        if value.strip():
+            texts.append(value)
     return texts
 
 

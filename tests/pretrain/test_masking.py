@@ -1,4 +1,4 @@
-"""Masking statistics, whole-word/span grouping and packing of the MLM data path (tfm_cls.mlm)."""
+"""Masking statistics, whole-word/span grouping and packing of the MLM data path (tfm_cls.pretrain.masking)."""
 
 import numpy as np
 import pytest

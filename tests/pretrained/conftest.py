@@ -1,4 +1,4 @@
-"""Fixtures for the Hugging Face import tests (helpers live in hf_tiny.py)."""
+"""Fixtures for the tests of tfm_cls.pretrained's Hugging Face import (helpers live in hf_tiny.py)."""
 
 from pathlib import Path
 
