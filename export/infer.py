@@ -803,9 +803,10 @@ def main(argv: list[str] | None = None) -> int:
     logging.basicConfig(level=logging.INFO, format="%(levelname)s %(message)s", stream=sys.stderr)
     sizes = {"--batch-size": args.batch_size, "--chunk-batches": args.chunk_batches, "--max-tokens": args.max_tokens,
              "--buffer-texts": args.buffer_texts}
-    bad = [f"{flag} {value}" for flag, value in sizes.items() if value is not None and value < 1]
+    bad = [f"{flag}: expected a positive integer, got {value}" for flag, value in sizes.items()
+           if value is not None and value < 1]
     if bad:
-        print(f"error: must be positive: {', '.join(bad)}", file=sys.stderr)
+        print(f"error: {'; '.join(bad)}", file=sys.stderr)
         return 2
     stats = Stats()
     start = time.perf_counter()

@@ -142,9 +142,9 @@ def _check_sizes(args: argparse.Namespace) -> None:
 
     sizes = {"--batch-size": args.batch_size, "--max-tokens": getattr(args, "max_tokens", 1),
              "--buffer-texts": getattr(args, "buffer_texts", 1)}
-    bad = [f"{flag} {value}" for flag, value in sizes.items() if value < 1]
+    bad = [f"{flag}: expected a positive integer, got {value}" for flag, value in sizes.items() if value < 1]
     if bad:
-        raise InputError(f"must be positive: {', '.join(bad)}")
+        raise InputError("; ".join(bad))
     if args.threads < 0:
         raise InputError(f"--threads must be >= 0 (0: torch's default), got {args.threads}")
     if args.threads:
