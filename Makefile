@@ -14,11 +14,12 @@ INPUT ?= -
 OUTPUT ?= -
 MODEL ?= $(RUN)/model.onnx
 PRETRAIN_CONFIG ?= configs/pretrain/bbc.yaml
+DISTILL_CONFIG ?= configs/distill/trec.yaml
 DATA_ROOT ?= ../shared/data
 export HF_HOME ?= $(CURDIR)/.cache/huggingface
 
 .PHONY: install test test-slow lint train-cls eval predict export verify-onnx infer quantize \
-        pretrain bench-model bench-accuracy bench-infer check-gpu clean
+        pretrain distill bench-model bench-accuracy bench-infer check-gpu clean
 
 $(VENV)/.installed: pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -66,6 +67,12 @@ pretrain: install
 	else \
 	  $(PY) -m tfm_cls.cli pretrain --config "$$cfg" $(ARGS); \
 	fi
+
+# `make distill [CONFIG=configs/distill/trec.yaml] [ARGS="teacher.path=runs/trec-minilm/model.int8.onnx"]`:
+# as for pretrain, a CONFIG given on the command line wins, else DISTILL_CONFIG.
+distill: install
+	@cfg="$(if $(filter command line environment,$(origin CONFIG)),$(CONFIG),$(DISTILL_CONFIG))"; \
+	$(PY) -m tfm_cls.cli distill --config "$$cfg" $(ARGS)
 
 export: install
 	$(PY) -m tfm_cls.cli export --run $(RUN)

@@ -9,6 +9,7 @@ table: test accuracy, macro-F1, training minutes, prediction texts/s (end to end
     python benchmarks/bench_accuracy.py --datasets trec,sms_spam --minutes 5
     python benchmarks/bench_accuracy.py --quick                                    # smoke run
     python benchmarks/bench_accuracy.py --variants ours,minilm                     # more columns
+    python benchmarks/bench_accuracy.py --variants minilm,distilled --model2vec    # teacher, student, peer
 Writes bench_results/accuracy-<time>.json; runs go to bench_results/runs/<dataset>-<variant>.
 
 Adding a column = adding a Variant to VARIANTS (config template + overlay configs, optionally a
@@ -56,6 +57,9 @@ class Variant:
     prepare: Callable[[str, Path, argparse.Namespace], list[str]] | None = None
     """Optional step before training (e.g. MLM pretraining on the dataset's texts) that returns
     extra overrides (e.g. model.init_from=<pretraining run>)."""
+    distill: bool = False
+    """A `tfm-cls distill` config (configs/distill/): the teacher is the minilm column's run
+    (its model.int8.onnx where it has one), or --teacher-root/<dataset>-minilm."""
 
     def config_path(self, dataset: str) -> Path:
         return ROOT / self.config.format(name=dataset)
@@ -66,7 +70,14 @@ VARIANTS: list[Variant] = [
     # + in-domain MLM, then fine-tuning with the recipe of configs/finetune/from-mlm.yaml
     Variant("ours+mlm", "configs/cls/{name}.yaml", overlays=(FINETUNE_OVERLAY,), prepare=prepare_mlm),
     Variant("minilm", "configs/cls/{name}-minilm.yaml", default=False),  # needs the [minilm] extra
+    # distilled from the minilm column's run (run minilm first, or give --teacher-root)
+    Variant("distilled", "configs/distill/{name}.yaml", default=False, distill=True),
 ]
+
+
+def teacher_for(dataset: str, args: argparse.Namespace) -> Path:
+    run = Path(args.teacher_root or Path(args.out) / "runs") / f"{dataset}-minilm"
+    return run / "model.int8.onnx" if (run / "model.int8.onnx").is_file() else run
 
 
 def quick_overrides() -> list[str]:
@@ -99,8 +110,16 @@ def run_variant(variant: Variant, dataset: str, folder: Path, args: argparse.Nam
                 pretrain_minutes = json.loads(pretrain_metrics.read_text())["train_seconds"] / 60
     if args.quick:
         overrides += quick_overrides()
-    cfg = load_config(ClassifierConfig, [config_path, *(ROOT / o for o in variant.overlays)], overrides)
-    metrics = train(cfg, overwrite=True)
+    if variant.distill:
+        from tfm_cls.distill import DistillConfig, distill
+
+        overrides.append(f"teacher.path={teacher_for(dataset, args)}")
+        cfg = load_config(DistillConfig, [config_path, *(ROOT / o for o in variant.overlays)], overrides)
+        metrics = distill(cfg, overwrite=True)
+        pretrain_minutes = metrics["distillation"]["labelling_seconds"] / 60  # labelling counts as training time
+    else:
+        cfg = load_config(ClassifierConfig, [config_path, *(ROOT / o for o in variant.overlays)], overrides)
+        metrics = train(cfg, overwrite=True)
     run = load_run(run_dir)
     predict_proba(run, test_texts[:64])  # warm-up
     start = time.perf_counter()
@@ -133,6 +152,18 @@ def dataset_splits(dataset: str, folder: Path, args: argparse.Namespace) -> dict
     return {name: Split(list(ds["text"]), np.asarray(ds["label"])) for name, ds in data.splits.items()}
 
 
+def model2vec_row(dataset: str, splits: dict[str, Split], args: argparse.Namespace) -> dict:
+    from model2vec_peer import available, run_model2vec, static_model
+
+    reason = available()
+    if reason:
+        return {"system": "model2vec", "skipped": reason}
+    static_dir, _ = static_model(Path(args.out) / "model2vec-minilm")
+    row = run_model2vec(static_dir, splits["train"], splits["validation"], splits["test"],
+                        Path(args.out) / "runs" / f"{dataset}-model2vec")
+    return {**row, "predict_texts_per_s": row["texts_per_s"]}
+
+
 def format_table(rows: list[dict]) -> str:
     header = f"{'dataset':<12} {'system':<24} {'test acc':>8} {'macro-F1':>8} {'train min':>9} {'predict/s':>10} {'lead ref':>8}"
     lines = [header, "-" * len(header)]
@@ -158,6 +189,10 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--minutes", type=float, default=None, help="training budget per dataset (train.max_minutes)")
     parser.add_argument("--quick", action="store_true", help="smoke run: 1,500 training texts, 30 s of training")
     parser.add_argument("--no-baselines", action="store_true")
+    parser.add_argument("--model2vec", action="store_true",
+                        help="add the model2vec peer (static MiniLM embeddings + its classifier; the bench extra)")
+    parser.add_argument("--teacher-root", default=None,
+                        help="distilled: folder of <dataset>-minilm teacher runs (default: OUT/runs)")
     parser.add_argument("--mlm-extra", default="none",
                         help="ours+mlm: extra unlabelled text = other datasets' training texts: none, auto "
                              "(same language, no shared source), or a comma-separated list (default: %(default)s)")
@@ -196,6 +231,9 @@ def main(argv: list[str] | None = None) -> int:
                 row = run_baseline(name, splits["train"], splits["validation"], splits["test"])
                 rows.append({"dataset": dataset, "first": first, **row})
                 first = False
+        if args.model2vec:
+            rows.append({"dataset": dataset, "first": first, **model2vec_row(dataset, splits, args)})
+            first = False
         print(format_table([r for r in rows if r["dataset"] == dataset]), flush=True)
 
     table = format_table(rows)

@@ -24,6 +24,7 @@ CLASSES = {
     "cls": "tfm_cls.config:ClassifierConfig",
     "pretrain": "tfm_cls.pretrain:PretrainConfig",
     "distill": "tfm_cls.distill:DistillConfig",
+    "tune": "tfm_cls.tune:TuneConfig",
 }
 OVERLAYS = {"finetune"}
 

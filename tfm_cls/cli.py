@@ -1,4 +1,4 @@
-"""`tfm-cls`: train, evaluate, predict, pretrain, export, verify, quantize and infer.
+"""`tfm-cls`: train, evaluate, predict, pretrain, distill, export, verify, quantize and infer.
 
 Every subcommand imports what it needs inside its handler, so `tfm-cls --help` and `--version`
 load no torch. One error convention: bad input (a config, a file, a run directory) is one line on
@@ -88,6 +88,33 @@ def cmd_pretrain(args: argparse.Namespace) -> int:
     return 0
 
 
+def cmd_tune(args: argparse.Namespace) -> int:
+    from tfm_cls.tune import load_tune_config, tune
+
+    _quiet_datasets()
+    overrides = list(args.overrides)
+    if args.trials is not None:
+        overrides.append(f"tune.trials={args.trials}")
+    if args.max_minutes is not None:
+        overrides.append(f"tune.max_minutes={args.max_minutes}")
+    cfg = load_tune_config(args.config, overrides)
+    result = tune(cfg, retrain=args.retrain, overwrite=args.overwrite)
+    print(json.dumps({"run_dir": str(cfg.resolved_run_dir()), **result}))
+    return 0
+
+
+def cmd_distill(args: argparse.Namespace) -> int:
+    from tfm_cls.config import load_config
+    from tfm_cls.distill import DistillConfig, distill
+
+    _quiet_datasets()
+    cfg = load_config(DistillConfig, args.config, args.overrides)
+    metrics = distill(cfg, resume=args.resume, overwrite=args.overwrite)
+    summary = {split: {k: metrics[split][k] for k in ("accuracy", "macro_f1", "loss")} for split in ("validation", "test")}
+    print(json.dumps({"run_dir": str(cfg.resolved_run_dir()), **summary}))
+    return 0
+
+
 # ---- a trained run: evaluate, predict ------------------------------------------------------------------
 
 
@@ -126,6 +153,10 @@ def cmd_eval(args: argparse.Namespace) -> int:
     logger.info("%s: %d examples\n%s", source, len(split), report_text(split.labels, logits.argmax(-1), run.labels))
     _write_or_print(json.dumps({"run": str(args.run), "data": str(source), **metrics}, indent=2, ensure_ascii=False),
                     args.output)
+    from tfm_cls.card import record_evaluation, write_card
+
+    record_evaluation(args.run, str(source), {**metrics, "num_examples": len(split)})
+    write_card(args.run)  # the card's table shows this evaluation beside the run's own
     return 0
 
 
@@ -235,6 +266,7 @@ def _check_digest(run_dir: Path, path: Path) -> None:
 
 
 def cmd_export(args: argparse.Namespace) -> int:
+    from tfm_cls.card import write_card
     from tfm_cls.export.exporter import export_run
 
     target = Path(args.output) if args.output else Path(args.run) / "model.onnx"
@@ -248,6 +280,7 @@ def cmd_export(args: argparse.Namespace) -> int:
     except _Failed as err:
         raise _Failed(f"{err}; {target} was not changed", err.code) from err
     logger.info("wrote %s (%.1f MB, one file)", path, Path(path).stat().st_size / 2**20)
+    write_card(args.run)  # the card now says how to run this model.onnx
     return 0
 
 
@@ -316,6 +349,28 @@ def build_parser() -> argparse.ArgumentParser:
                        description="MLM pretraining; fine-tune afterwards with `tfm-cls train ... model.init_from=RUN_DIR`.")
     _config_arguments(p, "configs/pretrain", "trec, sst2", None)
     p.set_defaults(func=cmd_pretrain)
+
+    p = sub.add_parser(
+        "tune", help="hyperparameter search with Optuna (needs tfm-cls[optuna]); trials scored on validation",
+        description="Search the `tune.space` of a configs/tune preset; each trial is a short training run in "
+                    "RUN/trials/<n>, the study is kept in RUN/study.db (rerun the same command to resume), the "
+                    "best config is written to RUN/best.yaml. KEY=VALUE: tune.* / name / run_dir / base go to the "
+                    "search, anything else (data.path=...) to the base classifier config.",
+    )
+    p.add_argument("--config", required=True, help="a configs/tune preset (trec, mr_polarity) or a YAML file")
+    p.add_argument("overrides", nargs="*", metavar="KEY=VALUE",
+                   help="e.g. tune.trials=10 or data.path=../shared/data/trec")
+    p.add_argument("--trials", type=_positive, help="finished trials the study should hold (tune.trials)")
+    p.add_argument("--max-minutes", type=float, help="wall-clock budget of the search (tune.max_minutes)")
+    p.add_argument("--retrain", action="store_true", help="train the best config in full into RUN/best/ (test scored)")
+    p.add_argument("--overwrite", action="store_true", help="discard a different earlier search in run_dir")
+    p.set_defaults(func=cmd_tune)
+
+    p = sub.add_parser("distill", help="distil a teacher (a run or an ONNX file) into a small from-scratch student",
+                       description="Label a transfer set with the teacher and train a student on its soft targets; "
+                                   "the result is an ordinary classification run directory (docs/distillation.md).")
+    _config_arguments(p, "configs/distill", "trec", "trec")
+    p.set_defaults(func=cmd_distill)
 
     p = sub.add_parser("eval", help="evaluate a trained run on labelled data")
     p.add_argument("--run", required=True, help="run directory")

@@ -452,6 +452,10 @@ class TrainConfig:
     num_workers: int = 0
     """DataLoader processes that pad and collate batches (0: the training process itself). On
     CUDA, batches arrive in pinned memory and are copied asynchronously either way."""
+    tensorboard: bool = True
+    """Write TensorBoard event files to RUN/tensorboard/ (train loss, lr, tokens/s, validation
+    metrics; at the end the confusion matrix and the resolved config). Needs the optional
+    `tensorboard` package (`pip install tfm-cls[tensorboard]`); without it: one warning, no files."""
 
     def __post_init__(self) -> None:
         for key in ("epochs", "batch_size", "eval_batch_size", "grad_accum_steps", "log_every", "bucket_batches"):

@@ -63,3 +63,7 @@ class DiskFullError(TfmClsError, OSError):
 
 class TrainingDivergedError(TfmClsError, RuntimeError):
     """The training loss became NaN or infinite; the last good checkpoint and weights are kept."""
+
+
+class TeacherError(TfmClsError, ValueError):
+    """A distillation teacher is missing, unreadable, not a classifier of ours, or does not fit the data."""

@@ -11,6 +11,8 @@ runs/<name>/
     classification_report.txt   sklearn report on test
     confusion_matrix.png, training_curves.png
     history.json                one entry per evaluation (curves)
+    README.md                   model card (tfm_cls.card), refreshed by `tfm-cls eval` / `export`
+    tensorboard/                TensorBoard event files (train.tensorboard)
     last.ckpt                   resumable checkpoint (model, optimizer, RNG, step, sampler position)
     train.log
     model.onnx, model.int8.onnx written by `tfm-cls export` / `quantize`; their metadata holds the
@@ -49,6 +51,7 @@ CONFUSION_FILE = "confusion_matrix.png"
 CURVES_FILE = "training_curves.png"
 LAST_CHECKPOINT = "last.ckpt"
 LOG_FILE = "train.log"
+CARD_FILE = "README.md"  # the model card (tfm_cls.card)
 # A pretraining run (tfm-cls pretrain) shares model_config.json, tokenizer.json, metrics.json,
 # history.json, last.ckpt and train.log with a classification run, and adds:
 PRETRAIN_CONFIG_FILE = "pretrain_config.yaml"
@@ -67,7 +70,7 @@ DERIVED_FILES = (ONNX_FILE, INT8_FILE, "model.int8.quantization.json")
 # What a classification run writes: a rerun of the same config removes them first.
 CLASSIFIER_FILES = (
     CONFIG_FILE, MODEL_CONFIG_FILE, TOKENIZER_FILE, LABELS_FILE, WEIGHTS_FILE, METRICS_FILE,
-    HISTORY_FILE, REPORT_FILE, CONFUSION_FILE, CURVES_FILE, LAST_CHECKPOINT, LOG_FILE, *DERIVED_FILES,
+    HISTORY_FILE, REPORT_FILE, CONFUSION_FILE, CURVES_FILE, LAST_CHECKPOINT, LOG_FILE, CARD_FILE, *DERIVED_FILES,
 )
 # The ONNX metadata key holding the sha256 of the weights file an export was made from.
 WEIGHTS_DIGEST_KEY = "tfm_cls.weights_sha256"
@@ -75,7 +78,8 @@ WEIGHTS_DIGEST_KEY = "tfm_cls.weights_sha256"
 # Config keys that may differ between a run directory's saved config and a resumed / rerun one:
 # they do not change what is trained (train and pretrain share TrainConfig).
 IGNORED_FOR_IDENTITY = frozenset(
-    {"run_dir", "train.max_minutes", "train.progress", "train.log_every", "train.num_threads", "train.num_workers"}
+    {"run_dir", "train.max_minutes", "train.progress", "train.log_every", "train.num_threads", "train.num_workers",
+     "train.tensorboard"}
 )
 
 logger = logging.getLogger(__name__)

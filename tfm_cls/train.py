@@ -28,16 +28,18 @@ from torch import Tensor, nn
 from tfm_cls import distributed as D
 from tfm_cls import runs as R
 from tfm_cls.batching import LengthBucketSampler, TokenizedSplit, batch_loader, tokenize_splits
+from tfm_cls.card import write_card
 from tfm_cls.checkpoint import load_weights, save_weights
 from tfm_cls.config import ClassifierConfig, save_config
 from tfm_cls.data import ClassificationData, load_data
-from tfm_cls.engine import Engine, TrainState, job, start_process
+from tfm_cls.engine import Engine, ScalarSink, TrainState, job, start_process
 from tfm_cls.errors import ConfigError
 from tfm_cls.io import read_json, write_json, write_text
 from tfm_cls.metrics import confusion, report_text
 from tfm_cls.plots import plot_confusion_matrix, plot_training_curves
 from tfm_cls.precision import Precision
 from tfm_cls.predict import evaluate
+from tfm_cls.tensorboard import TensorBoardSink
 from tfm_cls.tokenizer import (
     PAD_ID,
     auto_max_length,
@@ -173,13 +175,22 @@ class ClassificationTask:
         save_weights(self.model, self.run_dir / R.WEIGHTS_FILE)
 
 
-def train(cfg: ClassifierConfig, *, resume: bool = False, overwrite: bool = False) -> dict[str, Any]:
+def train(
+    cfg: ClassifierConfig, *, resume: bool = False, overwrite: bool = False,
+    sinks: list[ScalarSink] | None = None, score_test: bool = True,
+) -> dict[str, Any]:
     """Train, evaluate and write the run directory; returns the contents of metrics.json.
-    Under torchrun, every process calls this (DDP; docs/distributed.md)."""
+    Under torchrun, every process calls this (DDP; docs/distributed.md).
+
+    `sinks` receive the engine's scalars besides TensorBoard (e.g. a tuning trial's pruner);
+    `score_test=False` drops the test split right after loading, before anything is tokenized or
+    scored: metrics.json then holds validation only (hyperparameter search, tfm_cls.tune)."""
     with job(cfg.train.device, lambda: prepare_run_dir(cfg, resume=resume, overwrite=overwrite)) as (env, run_dir):
         amp = start_process(cfg.train, cfg.seed, env)
         with D.main_first(env):  # rank 0 fills the datasets cache, the others read it
             data = load_data(cfg.data)
+        if not score_test:
+            data.splits.pop("test", None)
         model, tokenizer = build_model_and_tokenizer(cfg, data, run_dir, resume, env)
         cfg = resolved_lengths(cfg, max_length_of(tokenizer), model.config["max_len"] if cfg.model.max_len == "auto"
                                else cfg.model.max_len)  # saved below as numbers
@@ -199,20 +210,30 @@ def train(cfg: ClassifierConfig, *, resume: bool = False, overwrite: bool = Fals
             sum(p.numel() for p in model.parameters()) / 1e6, len(model.encoder.layers), model.config["d_model"],
             env.device, amp.name,
         )
-        engine = Engine(task, cfg.train, env, amp, run_dir)
-        warmup = cfg.train.warmup_steps
-        if warmup is not None and warmup >= engine.planned_steps:
-            logger.warning(
-                "train.warmup_steps=%d is not below the %d planned steps: the learning rate never reaches "
-                "train.lr=%g; lower train.warmup_steps (or set train.warmup_ratio)", warmup, engine.planned_steps,
-                cfg.train.lr,
-            )
-        state = engine.fit(resume)
-        return finish_run(task, data, state, state.epoch + state.position / engine.batches_per_epoch)
+        board = TensorBoardSink.open(run_dir, cfg.train.tensorboard, fresh=not resume) if env.is_main else None
+        try:
+            engine = Engine(task, cfg.train, env, amp, run_dir, sinks=[s for s in (board, *(sinks or [])) if s])
+            warmup = cfg.train.warmup_steps
+            if warmup is not None and warmup >= engine.planned_steps:
+                logger.warning(
+                    "train.warmup_steps=%d is not below the %d planned steps: the learning rate never reaches "
+                    "train.lr=%g; lower train.warmup_steps (or set train.warmup_ratio)", warmup, engine.planned_steps,
+                    cfg.train.lr,
+                )
+            state = engine.fit(resume)
+            return finish_run(task, data, state, state.epoch + state.position / engine.batches_per_epoch, board)
+        finally:
+            if board is not None:
+                board.close()
 
 
-def finish_run(task: ClassificationTask, data: ClassificationData, state: TrainState, epochs_done: float) -> dict[str, Any]:
-    """Evaluate the best weights on validation and test; write metrics, report and figures (rank 0)."""
+def finish_run(
+    task: ClassificationTask, data: ClassificationData, state: TrainState, epochs_done: float,
+    board: TensorBoardSink | None = None, extra: dict[str, Any] | None = None,
+) -> dict[str, Any]:
+    """Evaluate the best weights on validation and test (when the splits hold one); write metrics
+    (plus `extra`, e.g. a distillation's report), report, figures and the model card (rank 0); the
+    confusion matrix and the resolved config also go to TensorBoard (`board`)."""
     cfg, model, env, run_dir, splits = task.cfg, task.model, task.env, task.run_dir, task.splits
     D.on_main(env, load_weights, model, run_dir / R.WEIGHTS_FILE)
     D.broadcast_module(model, env)  # the other ranks may not see rank 0's disk
@@ -221,11 +242,12 @@ def finish_run(task: ClassificationTask, data: ClassificationData, state: TrainS
     results["validation"], _ = evaluate(
         model, splits["validation"], data.labels, tc.eval_batch_size, device, task.pad_id, env=env, amp=task.amp
     )
-    results["test"], test_logits = evaluate(
-        model, splits["test"], data.labels, tc.eval_batch_size, device, task.pad_id, env=env, amp=task.amp
-    )
-    predictions = test_logits.argmax(-1)
-    test = splits["test"]
+    test = splits.get("test")
+    if test is not None:
+        results["test"], test_logits = evaluate(
+            model, test, data.labels, tc.eval_batch_size, device, task.pad_id, env=env, amp=task.amp
+        )
+        predictions = test_logits.argmax(-1)
     metrics = {
         **results,
         "best_step": state.best_step,
@@ -247,18 +269,26 @@ def finish_run(task: ClassificationTask, data: ClassificationData, state: TrainS
             "truncated": {name: split.num_truncated for name, split in splits.items()},
             "empty": {name: split.num_empty for name, split in splits.items()},
         },
+        **(extra or {}),
     }
     if env.is_main:
         write_json(run_dir / R.METRICS_FILE, metrics)
         write_json(run_dir / R.HISTORY_FILE, state.history)
-        write_text(run_dir / R.REPORT_FILE, report_text(test.labels, predictions, data.labels))
-        plot_confusion_matrix(
-            confusion(test.labels, predictions, len(data.labels)), data.labels, run_dir / R.CONFUSION_FILE
-        )
+        if test is not None:
+            write_text(run_dir / R.REPORT_FILE, report_text(test.labels, predictions, data.labels))
+            plot_confusion_matrix(
+                confusion(test.labels, predictions, len(data.labels)), data.labels, run_dir / R.CONFUSION_FILE
+            )
         plot_training_curves(state.history, run_dir / R.CURVES_FILE, tc.best_metric)
+        if board is not None:
+            if test is not None:
+                board.image_file("test/confusion_matrix", run_dir / R.CONFUSION_FILE, state.step)
+            board.text("config", (run_dir / R.CONFIG_FILE).read_text(encoding="utf-8"), state.step)
+        write_card(run_dir)
+    tested = (f" | test accuracy {results['test']['accuracy']:.4f} macro-F1 {results['test']['macro_f1']:.4f}"
+              if test is not None else " (test not scored)")
     logger.info(
-        "best (step %d): validation accuracy %.4f macro-F1 %.4f | test accuracy %.4f macro-F1 %.4f -> %s",
-        state.best_step, results["validation"]["accuracy"], results["validation"]["macro_f1"],
-        results["test"]["accuracy"], results["test"]["macro_f1"], run_dir,
+        "best (step %d): validation accuracy %.4f macro-F1 %.4f%s -> %s",
+        state.best_step, results["validation"]["accuracy"], results["validation"]["macro_f1"], tested, run_dir,
     )
     return metrics

@@ -51,6 +51,7 @@ from tfm_cls.pretrain.masking import (
     tokenize_documents,
 )
 from tfm_cls.pretrain.model import MaskedLanguageModel, mlm_loss
+from tfm_cls.tensorboard import TensorBoardSink
 from tfm_cls.tokenizer import (
     CLS,
     MASK,
@@ -209,8 +210,15 @@ def pretrain(cfg: PretrainConfig, *, resume: bool = False, overwrite: bool = Fal
             num_params / 1e6, vocab_size, len(docs), corpus_tokens, len(task.sequences), mc.seq_len,
             "packed" if mc.pack else "one text each", mc.masking, 100 * mc.mask_prob, env.device, amp.name,
         )
-        engine = Engine(task, tc, env, amp, run_dir)
-        state = engine.fit(resume)
+        board = TensorBoardSink.open(run_dir, tc.tensorboard, fresh=not resume) if env.is_main else None
+        try:
+            engine = Engine(task, tc, env, amp, run_dir, sinks=[board] if board else None)
+            state = engine.fit(resume)
+            if board is not None:
+                board.text("config", (run_dir / R.PRETRAIN_CONFIG_FILE).read_text(encoding="utf-8"), state.step)
+        finally:
+            if board is not None:
+                board.close()
         evals = state.history["eval"]
         metrics = {
             "validation": {k: evals[-1][k] for k in ("loss", "perplexity", "accuracy")} if evals else {},

@@ -1,0 +1,15 @@
+"""Task-specific knowledge distillation: a teacher (e.g. the fine-tuned MiniLM) labels a transfer
+set, and a small from-scratch TransformerClassifier learns from its soft targets.
+
+    config.py      DistillConfig (configs/distill/*.yaml)
+    transfer.py    the transfer set: training texts + augmented copies + extra text
+    teacher.py     a teacher: a classification run directory or one of our ONNX files
+    labelling.py   the teacher's outputs, computed once and cached in the run directory
+    loss.py        soft-target loss (KL at temperature T, or MSE) mixed with gold cross-entropy
+    task.py        DistillTask (a ClassificationTask on the one engine) and distill(cfg)
+"""
+
+from tfm_cls.distill.config import DistillConfig
+from tfm_cls.distill.task import distill
+
+__all__ = ["DistillConfig", "distill"]

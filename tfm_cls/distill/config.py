@@ -1,0 +1,158 @@
+"""Configuration of `tfm-cls distill` (configs/distill/*.yaml): the teacher, the transfer set, the
+soft-target loss and the student (data / tokenizer / model / train sections like a classifier's)."""
+
+from __future__ import annotations
+
+import dataclasses
+import typing
+
+from tfm_cls.config import (
+    ClassifierConfig,
+    DataConfig,
+    ModelConfig,
+    RunConfig,
+    TokenizerConfig,
+    TrainConfig,
+    require,
+)
+from tfm_cls.pretrain.config import ExtraTextConfig
+
+
+@dataclasses.dataclass(kw_only=True)
+class TeacherConfig:
+    """The model whose outputs the student learns from."""
+
+    path: str = ""
+    """A classification run directory (`tfm-cls train`, e.g. fine-tuned from MiniLM) or one of our
+    exported ONNX files (`tfm-cls export`, `tfm-cls quantize`: the int8 file labels fastest on CPU)."""
+    sha256: str | None = None
+    """sha256 of the teacher's weights file (run directory) or ONNX file. None: the run fills it in,
+    so the saved distill_config.yaml records which teacher labelled the transfer set; set: the
+    teacher must have it (an error otherwise)."""
+    batch_size: int = 64
+    """Texts per teacher forward pass while labelling (batches are formed by length)."""
+    chunk_size: int = 2048
+    """Texts labelled between two writes of the cache: a killed run loses at most one chunk."""
+    threads: int | None = None
+    """CPU threads of the teacher (onnxruntime intra-op / torch); None: the library's default."""
+
+    def __post_init__(self) -> None:
+        require(bool(self.path), "teacher.path: give a classification run directory or an exported .onnx file")
+        require(self.batch_size >= 1, f"teacher.batch_size: expected >= 1, got {self.batch_size}")
+        require(self.chunk_size >= 1, f"teacher.chunk_size: expected >= 1, got {self.chunk_size}")
+        require(self.threads is None or self.threads >= 1, f"teacher.threads: expected >= 1 or null, got {self.threads}")
+
+
+@dataclasses.dataclass(kw_only=True)
+class TransferConfig:
+    """The texts the teacher labels: the training texts, augmented copies of them, optional extra
+    unlabelled text. Augmentation follows Tang et al. (2019): each word of a copy is masked with
+    `mask_rate`, else replaced with `replace_rate`; then the copy is cut to a random n-gram with
+    `ngram_rate`. Deterministic for a seed."""
+
+    copies: int = 10
+    """Augmented copies per training text (0: the training texts only). Duplicates are dropped."""
+    mask_rate: float = 0.1
+    """Share of a copy's words replaced by [MASK]."""
+    replace_rate: float = 0.1
+    """Share of a copy's (unmasked) words replaced by another word of the training vocabulary,
+    drawn by frequency."""
+    ngram_rate: float = 0.25
+    """Share of copies cut to a random run of `ngram_min`..`ngram_max` words."""
+    ngram_min: int = 1
+    ngram_max: int = 5
+    extra_text: ExtraTextConfig = dataclasses.field(default_factory=ExtraTextConfig)
+    """Unlabelled text added as it is (the teacher labels it); texts that hold a test or validation
+    text are dropped (or an error), with the MLM corpus's overlap guard."""
+    seed: int | None = None
+    """Seed of the augmentation (None: the run's seed)."""
+
+    def __post_init__(self) -> None:
+        require(self.copies >= 0, f"transfer.copies: expected >= 0, got {self.copies}")
+        for key in ("mask_rate", "replace_rate", "ngram_rate"):
+            value = getattr(self, key)
+            require(0.0 <= value <= 1.0, f"transfer.{key}: expected a rate in [0, 1], got {value}")
+        require(
+            1 <= self.ngram_min <= self.ngram_max,
+            f"transfer: expected 1 <= ngram_min <= ngram_max, got {self.ngram_min} and {self.ngram_max}",
+        )
+
+
+@dataclasses.dataclass(kw_only=True)
+class DistillLossConfig:
+    """loss = (1 - gold_weight) * soft + gold_weight * gold on a text with a gold label, soft alone
+    on one without (augmented copies, extra text)."""
+
+    soft: typing.Literal["kl", "mse"] = "kl"
+    """kl: KL(teacher || student) of the softmax at `temperature`, times temperature^2 (Hinton et al.);
+    mse: mean squared error between the logits (Ba & Caruana; Tang et al.)."""
+    temperature: float = 2.0
+    gold_weight: float = 0.5
+    """Weight of the cross-entropy on the gold label, where a text has one."""
+
+    def __post_init__(self) -> None:
+        require(self.temperature > 0, f"loss.temperature: expected > 0, got {self.temperature}")
+        require(0.0 <= self.gold_weight <= 1.0, f"loss.gold_weight: expected [0, 1], got {self.gold_weight}")
+
+
+@dataclasses.dataclass(kw_only=True)
+class StudentConfig:
+    """How the student's vocabulary and embeddings start (its architecture is `model`)."""
+
+    tokenizer: typing.Literal["own", "teacher"] = "own"
+    """own: a tokenizer trained (per `tokenizer`) on the training + extra texts; teacher: the
+    teacher's tokenizer (its truncation set to tokenizer.max_length)."""
+    embedding_init: typing.Literal["random", "teacher_pca"] = "random"
+    """teacher_pca: token embeddings = the teacher's input embedding matrix projected to d_model
+    by PCA (needs `tokenizer: teacher`, and the teacher's weights: a run directory, or an ONNX
+    file inside one)."""
+    select: typing.Literal["best", "last"] = "last"
+    """Which weights the run keeps: the best on validation (train.best_metric), or the last ones
+    (a small validation carve is noisy; the soft targets regularise, so late weights are good)."""
+
+    def __post_init__(self) -> None:
+        require(
+            self.embedding_init == "random" or self.tokenizer == "teacher",
+            "student.embedding_init=teacher_pca needs student.tokenizer=teacher (the rows must be the teacher's tokens)",
+        )
+
+
+@dataclasses.dataclass(kw_only=True)
+class DistillConfig(RunConfig):
+    """Everything `tfm-cls distill` needs; saved resolved as distill_config.yaml in the run directory
+    (beside config.yaml, the student's ClassifierConfig, which makes the result an ordinary run)."""
+
+    preset_folder: typing.ClassVar[str] = "distill"
+    name: str = "distill"
+    data: DataConfig = dataclasses.field(default_factory=DataConfig)
+    teacher: TeacherConfig = dataclasses.field(default_factory=TeacherConfig)
+    transfer: TransferConfig = dataclasses.field(default_factory=TransferConfig)
+    loss: DistillLossConfig = dataclasses.field(default_factory=DistillLossConfig)
+    student: StudentConfig = dataclasses.field(default_factory=StudentConfig)
+    tokenizer: TokenizerConfig = dataclasses.field(default_factory=TokenizerConfig)
+    model: ModelConfig = dataclasses.field(default_factory=ModelConfig)
+    train: TrainConfig = dataclasses.field(default_factory=TrainConfig)
+
+    def __post_init__(self) -> None:
+        super().__post_init__()
+        require(
+            self.model.init_from is None,
+            f"model.init_from={self.model.init_from!r}: a distilled student starts from scratch "
+            "(student.embedding_init=teacher_pca starts its embeddings from the teacher's)",
+        )
+        require(
+            self.tokenizer.max_length <= self.model.max_len,
+            f"tokenizer.max_length={self.tokenizer.max_length} exceeds model.max_len={self.model.max_len} "
+            "(the positional encoding's size): lower tokenizer.max_length or raise model.max_len",
+        )
+        require(self.train.label_smoothing == 0.0, "train.label_smoothing: the soft targets replace it; remove it")
+
+    def augmentation_seed(self) -> int:
+        return self.seed if self.transfer.seed is None else self.transfer.seed
+
+    def student_config(self) -> ClassifierConfig:
+        """The student's ClassifierConfig (config.yaml of the run directory: eval, export, ... read it)."""
+        return ClassifierConfig(
+            name=self.name, run_dir=self.run_dir, seed=self.seed, data=self.data, tokenizer=self.tokenizer,
+            model=self.model, train=self.train,
+        )

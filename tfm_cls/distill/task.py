@@ -1,0 +1,253 @@
+"""Task-specific knowledge distillation (`tfm-cls distill`): the distillation task on the one engine.
+
+    distill(cfg) -> teacher checks -> data -> transfer set -> student tokenizer + model
+                 -> teacher outputs (cached) -> Engine(DistillTask).fit() -> finish_run
+
+DistillTask is a ClassificationTask whose training split is the transfer set and whose loss is
+the soft-target loss mixed with cross-entropy on gold labels (tfm_cls.distill.loss); evaluation,
+saving and the final test are classification's. The result is an ordinary classification run
+directory (config.yaml is the student's ClassifierConfig: eval, predict, export, verify,
+quantize and infer work on it unchanged), plus:
+
+    distill_config.yaml     resolved DistillConfig, with the teacher's sha256
+    teacher_outputs/        cached teacher outputs (tfm_cls.distill.labelling)
+    metrics.json            as a classification run's, plus "distillation" (teacher, transfer set, timing)
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import logging
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import torch
+import yaml
+from datasets import Dataset
+from tokenizers import Tokenizer
+from torch import Tensor, nn
+
+from tfm_cls import distributed as D
+from tfm_cls import runs as R
+from tfm_cls.batching import TokenizedSplit, tokenize_dataset, tokenize_splits
+from tfm_cls.config import save_config
+from tfm_cls.data import load_data
+from tfm_cls.distill.config import DistillConfig
+from tfm_cls.distill.labelling import teacher_outputs
+from tfm_cls.distill.loss import distill_loss
+from tfm_cls.distill.teacher import Teacher, open_teacher
+from tfm_cls.distill.transfer import NO_LABEL, TransferSet, build_transfer_set
+from tfm_cls.engine import Engine, job, seed_everything, start_process
+from tfm_cls.errors import ConfigError, RunDirError, TeacherError
+from tfm_cls.io import read_json, write_json
+from tfm_cls.precision import Precision
+from tfm_cls.pretrain.corpus import assemble_corpus, load_extra_texts
+from tfm_cls.tensorboard import TensorBoardSink
+from tfm_cls.tokenizer import (
+    PAD,
+    PAD_ID,
+    configure_truncation,
+    load_tokenizer,
+    max_length_of,
+    save_tokenizer,
+    train_tokenizer,
+)
+from tfm_cls.train import ClassificationTask, finish_run
+
+logger = logging.getLogger(__name__)
+
+DISTILL_CONFIG_FILE = "distill_config.yaml"
+DISTILL_FILES = (*R.CLASSIFIER_FILES, DISTILL_CONFIG_FILE)
+
+
+class DistillTask(ClassificationTask):
+    """Transfer-set texts with teacher outputs -> soft-target loss (+ gold cross-entropy where a
+    text has a label); validation and saving as in classification."""
+
+    name = "distillation"
+
+    def __init__(
+        self, cfg: DistillConfig, model: nn.Module, splits: dict[str, TokenizedSplit], labels: list[str],
+        outputs: np.ndarray, head: str, run_dir: Path, env: D.DistEnv, amp: Precision,
+    ) -> None:
+        super().__init__(cfg.student_config(), model, splits, labels, run_dir, env, amp)
+        self.distill_cfg, self.outputs, self.head = cfg, outputs, head
+        if cfg.student.select == "last":
+            self.best_metric = None  # every evaluation (and the end) saves the latest weights
+
+    def batches(self, epoch: int, batches: list[list[int]]) -> Iterator[dict[str, Tensor]]:
+        for indices, batch in zip(batches, super().batches(epoch, batches)):
+            batch["teacher"] = torch.from_numpy(self.outputs[indices])  # [B, C]
+            batch["has_gold"] = batch["labels"] != NO_LABEL  # [B]
+            yield batch
+
+    def loss(self, model: nn.Module, batch: dict[str, Tensor]) -> Tensor:
+        lc = self.distill_cfg.loss
+        logits = model(batch["input_ids"], batch["attention_mask"])  # [B, C]
+        return distill_loss(
+            logits, batch["teacher"], batch["labels"], batch["has_gold"], head=self.head, kind=lc.soft,
+            temperature=lc.temperature, gold_weight=lc.gold_weight,
+        )
+
+
+# ---- building blocks ------------------------------------------------------------------------------------
+
+
+def checked_teacher(cfg: DistillConfig) -> tuple[Teacher, DistillConfig]:
+    """The teacher, and the config with its sha256 filled in (an error if a given sha256 differs)."""
+    teacher = open_teacher(cfg.teacher.path, cfg.teacher.threads)
+    if cfg.teacher.sha256 and cfg.teacher.sha256 != teacher.sha256:
+        raise TeacherError(
+            f"teacher.path={cfg.teacher.path} has sha256 {teacher.sha256}, but teacher.sha256 asks for "
+            f"{cfg.teacher.sha256}: the teacher changed"
+        )
+    return teacher, dataclasses.replace(cfg, teacher=dataclasses.replace(cfg.teacher, sha256=teacher.sha256))
+
+
+def prepare_run_dir(cfg: DistillConfig, *, resume: bool, overwrite: bool) -> Path:
+    """runs.prepare_run_dir for a distillation; a run killed while the teacher labelled (no
+    checkpoint yet) resumes too: its cached teacher outputs are kept (they live outside DISTILL_FILES)."""
+    run_dir = cfg.resolved_run_dir()
+    if resume and not (run_dir / R.LAST_CHECKPOINT).is_file():
+        if not (run_dir / DISTILL_CONFIG_FILE).is_file():
+            raise RunDirError(f"--resume: {run_dir} holds no distillation run to resume ({DISTILL_CONFIG_FILE} missing)")
+        saved = R.config_differences(
+            yaml.safe_load((run_dir / DISTILL_CONFIG_FILE).read_text(encoding="utf-8")) or {},
+            dataclasses.asdict(cfg),
+        )
+        if saved:
+            shown = ", ".join(f"{k}: {a!r} -> {b!r}" for k, a, b in saved[:5])
+            raise RunDirError(f"{run_dir} holds a different distillation run ({shown}); resume it with its own config")
+        resume = False  # nothing trained yet: start training, keep the teacher outputs
+    return R.prepare_run_dir(
+        cfg, config_file=DISTILL_CONFIG_FILE, run_files=DISTILL_FILES, kind="distillation ", resume=resume,
+        overwrite=overwrite,
+    )
+
+
+def student_tokenizer(cfg: DistillConfig, teacher: Teacher, texts: list[str]) -> Tokenizer:
+    if cfg.student.tokenizer == "teacher":
+        tokenizer = configure_truncation(teacher.tokenizer(), cfg.tokenizer.max_length)
+        if max_length_of(tokenizer) > cfg.model.max_len:
+            raise ConfigError(f"tokenizer.max_length={max_length_of(tokenizer)} exceeds model.max_len={cfg.model.max_len}")
+        return tokenizer
+    return train_tokenizer(texts, cfg.tokenizer)
+
+
+def pca_embeddings(matrix: np.ndarray, d_model: int, std: float, seed: int) -> np.ndarray:
+    """Rows of `matrix` [V, d_teacher] projected on its first d_model principal axes, scaled to `std`."""
+    from sklearn.decomposition import PCA
+
+    if d_model > min(matrix.shape):
+        raise ConfigError(f"student.embedding_init=teacher_pca: d_model={d_model} exceeds the teacher's width {matrix.shape[1]}")
+    projected = PCA(n_components=d_model, svd_solver="full", random_state=seed).fit_transform(matrix.astype(np.float64))
+    return (projected * (std / projected.std())).astype(np.float32)  # [V, d_model]
+
+
+def build_student(cfg: DistillConfig, tokenizer: Tokenizer, num_classes: int, teacher: Teacher) -> nn.Module:
+    pad_id = (tokenizer.padding or {}).get("pad_id", tokenizer.token_to_id(PAD))
+    pad_id = PAD_ID if pad_id is None else int(pad_id)
+    seed_everything(cfg.seed)  # the student's initial weights do not depend on what ran before
+    model = R.build_model(dict(
+        vocab_size=tokenizer.get_vocab_size(), num_classes=num_classes, pad_token_id=pad_id, **cfg.model.model_kwargs()
+    ))
+    if cfg.student.embedding_init == "teacher_pca":
+        matrix = teacher.token_embeddings()[: tokenizer.get_vocab_size()]  # [V, d_teacher]
+        weight = model.token_embedding.embedding.weight
+        init = pca_embeddings(matrix, cfg.model.d_model, float(weight.detach().std()), cfg.seed)
+        with torch.no_grad():
+            weight[: len(init)] = torch.from_numpy(init)
+            weight[pad_id].zero_()
+        logger.info("student token embeddings: PCA of the teacher's %s input embeddings", matrix.shape)
+    return model
+
+
+def transfer_split(transfer: TransferSet, tokenizer: Tokenizer) -> TokenizedSplit:
+    ds = Dataset.from_dict({"text": transfer.texts, "label": transfer.labels.tolist()})
+    return tokenize_dataset(ds, tokenizer, "tokenize transfer set")
+
+
+def extra_texts(cfg: DistillConfig, data) -> list[str]:
+    """Extra unlabelled text that holds no test or validation text (the MLM corpus's guard)."""
+    ec = cfg.transfer.extra_text
+    if not ec.paths and not ec.hf_dataset:
+        return []
+    held_out = list(data.splits["test"]["text"]) + list(data.splits["validation"]["text"])
+    loaded = load_extra_texts(ec, cfg.augmentation_seed())
+    corpus, _ = assemble_corpus([], loaded, held_out, ec.on_overlap, ngram=ec.overlap_ngram, min_piece=ec.overlap_min_piece)
+    return corpus
+
+
+# ---- the job ------------------------------------------------------------------------------------------------
+
+
+def distill(cfg: DistillConfig, *, resume: bool = False, overwrite: bool = False) -> dict[str, Any]:
+    """Label the transfer set with the teacher, train the student, write the run directory;
+    returns the contents of metrics.json. One process (the teacher labels on this machine)."""
+    teacher, cfg = checked_teacher(cfg)  # before anything is written: a missing / foreign teacher fails here
+    train_resume = resume and (cfg.resolved_run_dir() / R.LAST_CHECKPOINT).is_file()
+    with job(cfg.train.device, lambda: prepare_run_dir(cfg, resume=resume, overwrite=overwrite)) as (env, run_dir):
+        if env.distributed:
+            raise ConfigError("tfm-cls distill runs in one process (the teacher labels on this machine); run it without torchrun")
+        amp = start_process(cfg.train, cfg.seed, env)
+        data = load_data(cfg.data)
+        if teacher.labels != data.labels:
+            raise TeacherError(
+                f"the teacher's label names {teacher.labels} differ from the data's {data.labels} "
+                f"(teacher {cfg.teacher.path}, data {data.source}); distil on the data the teacher was trained for"
+            )
+        extra = extra_texts(cfg, data)
+        train_texts = list(data.splits["train"]["text"])
+        transfer = build_transfer_set(train_texts, data.splits["train"]["label"], extra, cfg.transfer, cfg.augmentation_seed())
+        if train_resume:  # exactly what the interrupted run built (weights come from the checkpoint)
+            tokenizer = load_tokenizer(run_dir / R.TOKENIZER_FILE)
+            model = R.build_model(read_json(run_dir / R.MODEL_CONFIG_FILE))
+        else:
+            tokenizer = student_tokenizer(cfg, teacher, train_texts + extra)
+            model = build_student(cfg, tokenizer, len(data.labels), teacher)
+        student_params, teacher_params = sum(p.numel() for p in model.parameters()), teacher.num_parameters()
+        if student_params >= teacher_params:
+            logger.warning(
+                "the student (%.2fM parameters) is not smaller than the teacher (%.2fM): distillation usually "
+                "aims at a smaller, faster model", student_params / 1e6, teacher_params / 1e6,
+            )
+        model.to(env.device)
+        save_config(cfg, run_dir / DISTILL_CONFIG_FILE)
+        save_config(cfg.student_config(), run_dir / R.CONFIG_FILE)
+        write_json(run_dir / R.MODEL_CONFIG_FILE, model.config)
+        write_json(run_dir / R.LABELS_FILE, data.labels)
+        save_tokenizer(tokenizer, run_dir / R.TOKENIZER_FILE)
+
+        outputs, label_report = teacher_outputs(
+            teacher, transfer.texts, transfer.fingerprint(), run_dir, chunk_size=cfg.teacher.chunk_size,
+            batch_size=cfg.teacher.batch_size, resume=resume, progress=cfg.train.progress,
+        )
+        gold = transfer.labels >= 0
+        agreement = float((outputs[gold].argmax(-1) == transfer.labels[gold]).mean()) if gold.any() else float("nan")
+        splits = {"train": transfer_split(transfer, tokenizer),
+                  **tokenize_splits({k: data.splits[k] for k in ("validation", "test")}, tokenizer)}
+        task = DistillTask(cfg, model, splits, data.labels, outputs, teacher.head, run_dir, env, amp)
+        logger.info(
+            "student: %.2fM parameters (teacher %.2fM), %d layers, d_model %d, vocabulary %d (%s tokenizer); "
+            "transfer set %d texts (%d with gold labels; teacher agrees with %.1f%% of them)",
+            student_params / 1e6, teacher_params / 1e6, len(model.encoder.layers), model.config["d_model"],
+            tokenizer.get_vocab_size(), cfg.student.tokenizer, len(transfer), int(gold.sum()), 100 * agreement,
+        )
+        board = TensorBoardSink.open(run_dir, cfg.train.tensorboard, fresh=not train_resume) if env.is_main else None
+        try:
+            engine = Engine(task, cfg.train, env, amp, run_dir, sinks=[board] if board else None)
+            state = engine.fit(train_resume)
+            report = {
+                "teacher": {"path": str(cfg.teacher.path), "kind": teacher.kind, "sha256": teacher.sha256,
+                            "num_parameters": teacher_params, "train_agreement": agreement},
+                "transfer_set": {**transfer.report, "sha256": transfer.fingerprint()},
+                **label_report,
+                "selected": cfg.student.select,
+            }
+            return finish_run(task, data, state, state.epoch + state.position / engine.batches_per_epoch, board,
+                              extra={"distillation": report})
+        finally:
+            if board is not None:
+                board.close()

@@ -1,0 +1,209 @@
+"""The teacher: a classification run directory (PyTorch) or one of our exported ONNX files.
+
+`open_teacher(path)` checks what it can without running anything (that it is a classifier of
+ours, its labels, the sha256 of its weights / ONNX file) and loads the model lazily, on the first
+`logits` call, so bad input fails before any work is spent.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import logging
+from pathlib import Path
+from typing import Protocol
+
+import numpy as np
+import torch
+from tokenizers import Tokenizer
+
+from tfm_cls import runs as R
+from tfm_cls.errors import RunDirError, TeacherError
+
+logger = logging.getLogger(__name__)
+
+HEADS = ("single_label", "multi_label", "regression")
+
+
+def file_sha256(path: Path) -> str:
+    digest = hashlib.sha256()
+    with open(path, "rb") as f:
+        for block in iter(lambda: f.read(1 << 20), b""):
+            digest.update(block)
+    return digest.hexdigest()
+
+
+class Teacher(Protocol):
+    path: Path
+    kind: str
+    """"run" (PyTorch run directory) or "onnx"."""
+    head: str
+    """One of HEADS: what its outputs mean (single_label: softmax logits)."""
+    labels: list[str]
+    sha256: str
+    """Of the weights file (run) or the ONNX file: keys the cache of its outputs."""
+    weights_file: Path
+
+    def tokenizer(self) -> Tokenizer:
+        """The teacher's tokenizer (its own truncation)."""
+
+    def num_parameters(self) -> int: ...
+
+    def token_embeddings(self) -> np.ndarray:
+        """The input token-embedding matrix [vocab, d_teacher]."""
+
+    def logits(self, texts: list[str], batch_size: int) -> np.ndarray:
+        """Raw outputs [len(texts), num_outputs], in input order."""
+
+
+def _length_batches(lengths: list[int], batch_size: int) -> list[list[int]]:
+    order = np.argsort(lengths, kind="stable")  # similar lengths together: little padding
+    return [order[i : i + batch_size].tolist() for i in range(0, len(order), batch_size)]
+
+
+def _pad(ids: list[list[int]], pad_id: int) -> tuple[np.ndarray, np.ndarray]:
+    width = max(len(x) for x in ids)
+    input_ids = np.full((len(ids), width), pad_id, dtype=np.int64)  # [B, T]
+    mask = np.zeros((len(ids), width), dtype=np.int64)  # [B, T], 1 = token
+    for row, x in enumerate(ids):
+        input_ids[row, : len(x)] = x
+        mask[row, : len(x)] = 1
+    return input_ids, mask
+
+
+class RunTeacher:
+    """A finished `tfm-cls train` run directory."""
+
+    kind = "run"
+    head = "single_label"
+
+    def __init__(self, path: Path, threads: int | None = None) -> None:
+        self.path, self.threads = path, threads
+        for name in (R.CONFIG_FILE, R.MODEL_CONFIG_FILE, R.TOKENIZER_FILE, R.LABELS_FILE, R.WEIGHTS_FILE):
+            if not (path / name).is_file():
+                pretraining = (path / R.PRETRAIN_CONFIG_FILE).is_file()
+                raise TeacherError(
+                    f"teacher.path={path}: not a finished classification run ({name} is missing"
+                    + ("; it is a pretraining run, fine-tune it first" if pretraining else "") + ")"
+                )
+        self.weights_file = path / R.WEIGHTS_FILE
+        try:
+            self.labels = json.loads((path / R.LABELS_FILE).read_text(encoding="utf-8"))
+            self.model_config = json.loads((path / R.MODEL_CONFIG_FILE).read_text(encoding="utf-8"))
+        except (OSError, json.JSONDecodeError) as err:
+            raise TeacherError(f"teacher.path={path}: cannot read the run's labels / model config ({err})") from err
+        if not isinstance(self.labels, list) or not all(isinstance(x, str) for x in self.labels):
+            raise TeacherError(f"teacher.path={path}: {R.LABELS_FILE} is not a list of class names")
+        try:
+            self.sha256 = file_sha256(self.weights_file)
+        except OSError as err:
+            raise TeacherError(f"teacher.path={path}: cannot read {self.weights_file} ({err})") from err
+        self._run: R.LoadedRun | None = None
+
+    def _loaded(self) -> R.LoadedRun:
+        if self._run is None:
+            # Building the model draws random initial weights: keep the caller's RNG stream intact.
+            with torch.random.fork_rng(devices=[]):
+                try:
+                    self._run = R.load_run(self.path)
+                except RunDirError as err:
+                    raise TeacherError(f"teacher.path={self.path}: {err}") from err
+        return self._run
+
+    def tokenizer(self) -> Tokenizer:
+        return Tokenizer.from_file(str(self.path / R.TOKENIZER_FILE))
+
+    def num_parameters(self) -> int:
+        from safetensors import safe_open
+
+        with safe_open(str(self.weights_file), framework="pt") as f:
+            return int(sum(np.prod(f.get_slice(k).get_shape()) for k in f.keys()))
+
+    def token_embeddings(self) -> np.ndarray:
+        from safetensors import safe_open
+
+        with safe_open(str(self.weights_file), framework="pt") as f:
+            return f.get_tensor("token_embedding.embedding.weight").float().numpy()
+
+    @torch.no_grad()
+    def logits(self, texts: list[str], batch_size: int) -> np.ndarray:
+        run = self._loaded()
+        tokenizer = Tokenizer.from_str(run.tokenizer.to_str())
+        tokenizer.no_padding()
+        ids = [e.ids for e in tokenizer.encode_batch(texts)]
+        pad_id = run.model.config.get("pad_token_id") or 0
+        out = np.empty((len(texts), len(self.labels)), dtype=np.float32)
+        threads = torch.get_num_threads()
+        if self.threads:
+            torch.set_num_threads(self.threads)
+        try:
+            for rows in _length_batches([len(x) for x in ids], batch_size):
+                input_ids, mask = _pad([ids[i] for i in rows], pad_id)
+                out[rows] = run.model(torch.from_numpy(input_ids), torch.from_numpy(mask)).float().numpy()  # [B, C]
+        finally:
+            torch.set_num_threads(threads)
+        return out
+
+
+class OnnxTeacher:
+    """An ONNX file written by `tfm-cls export` (or its int8 version by `tfm-cls quantize`)."""
+
+    kind = "onnx"
+    head = "single_label"
+
+    def __init__(self, path: Path, threads: int | None = None) -> None:
+        from tfm_cls.export.infer import Classifier, InferenceError
+
+        self.path = self.weights_file = path
+        try:
+            self.classifier = Classifier(str(path), threads=threads or 0)
+        except InferenceError as err:
+            raise TeacherError(f"teacher.path={path}: {err}") from err
+        if "logits" not in self.classifier.output_names:
+            raise TeacherError(f"teacher.path={path}: the ONNX graph has no `logits` output")
+        self.labels = self.classifier.labels
+        self.sha256 = file_sha256(path)
+
+    def tokenizer(self) -> Tokenizer:
+        return Tokenizer.from_str(self.classifier.tokenizer.to_str())
+
+    def _initializers(self):
+        import onnx
+
+        return onnx.load(str(self.path), load_external_data=False).graph.initializer
+
+    def num_parameters(self) -> int:
+        return int(sum(int(np.prod(t.dims)) for t in self._initializers()))
+
+    def token_embeddings(self) -> np.ndarray:
+        # The weights of the run the file was exported from, when it lies inside that run directory.
+        run_dir = self.path.parent
+        if (run_dir / R.WEIGHTS_FILE).is_file() and (run_dir / R.LABELS_FILE).is_file():
+            return RunTeacher(run_dir).token_embeddings()
+        raise TeacherError(
+            f"student.embedding_init=teacher_pca: the ONNX teacher {self.path} lies outside its run directory, "
+            "so its token embeddings are not at hand; give teacher.path as the run directory, or use embedding_init=random"
+        )
+
+    def logits(self, texts: list[str], batch_size: int) -> np.ndarray:
+        ids, _ = self.classifier.encode(texts)
+        out = np.empty((len(texts), len(self.labels)), dtype=np.float32)
+        for rows in _length_batches([len(x) for x in ids], batch_size):
+            input_ids, mask = _pad([ids[i] for i in rows], self.classifier.pad_id)
+            out[rows] = self.classifier.session.run(["logits"], {"input_ids": input_ids, "attention_mask": mask})[0]
+        return out
+
+
+def open_teacher(path: str | Path, threads: int | None = None) -> Teacher:
+    """The teacher at `path` (a run directory or an .onnx file), checked but not yet loaded."""
+    path = Path(path).expanduser()
+    if not path.exists():
+        raise TeacherError(f"teacher.path={path} does not exist (expected a classification run directory or an .onnx file)")
+    if path.is_dir():
+        return RunTeacher(path, threads)
+    try:
+        with open(path, "rb") as f:
+            f.read(1)
+    except OSError as err:
+        raise TeacherError(f"teacher.path={path}: cannot read the file ({err})") from err
+    return OnnxTeacher(path, threads)
