@@ -459,7 +459,7 @@ def batching_main(args) -> int:
 
                     def go(clf=clf, budget=budget):
                         if budget == -1:  # no sorting at all: batches of 32 in input order
-                            ids = clf.encode(texts).ids
+                            ids = clf.encode(texts)[0]
                             return np.concatenate([clf.run(ids[i : i + 32]) for i in range(0, len(ids), 32)])
                         if budget is None:  # the old loop: buffers of 32 x 32 texts, each sorted, batches of 32
                             return np.concatenate([clf.classify(texts[i : i + 1024], 32)[0]

@@ -429,9 +429,11 @@ class Classifier:
         self.batching, self.batch_size, self.max_tokens = batching, batch_size, max_tokens
         self.output_names = [o.name for o in self.session.get_outputs()]
 
-    def encode(self, texts: list[str]) -> Encoded:
-        """The model rows of `texts` (truncated or split into windows by the policy)."""
-        return self.encoder.encode(texts)
+    def encode(self, texts: list[str]) -> tuple[list[list[int]], list[bool]]:
+        """Token ids of each model row (one per text, or its windows under chunking) and whether
+        each text was truncated; `encoder.encode` also gives the windows per text."""
+        encoded = self.encoder.encode(texts)
+        return encoded.ids, encoded.truncated
 
     def _feeds(self, ids: list[list[int]], rows: list[int] | None = None) -> dict[str, np.ndarray]:
         input_ids, attention_mask = pad_batch(ids, list(range(len(ids))) if rows is None else rows, self.pad_id)
