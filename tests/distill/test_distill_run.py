@@ -108,7 +108,9 @@ def test_teacher_changed_is_refused_on_resume(tmp_path, tiny_data):
 
 def test_a_rerun_reuses_the_cached_teacher_outputs(tmp_path, tiny_data, teacher_run):
     first = distill(distill_config(tiny_data, teacher_run, tmp_path / "run", "train.epochs=1"))
-    second = distill(distill_config(tiny_data, teacher_run, tmp_path / "run", "train.epochs=1"))
+    # A finished run is only retrained with overwrite (tests/reliability); the teacher's outputs,
+    # keyed by the teacher's and the transfer set's hashes, survive it.
+    second = distill(distill_config(tiny_data, teacher_run, tmp_path / "run", "train.epochs=1"), overwrite=True)
     assert first["distillation"]["labelled_texts"] > 0
     assert second["distillation"]["labelled_texts"] == 0
     assert second["distillation"]["cached_texts"] == first["distillation"]["labelled_texts"]
