@@ -96,6 +96,7 @@ bench-accuracy: install
 
 bench-infer: install
 	$(PY) benchmarks/bench_infer.py --data-root $(DATA_ROOT) $(ARGS)
+	$(PY) benchmarks/bench_infer.py --data-root $(DATA_ROOT) --batching-only $(ARGS)
 
 check-gpu: install
 	$(PY) benchmarks/check_gpu.py --data-root $(DATA_ROOT) $(ARGS)

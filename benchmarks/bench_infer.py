@@ -275,7 +275,16 @@ def main(argv: list[str] | None = None) -> int:
     )
     p.add_argument("--quick", action="store_true", help="few texts and runs, tiny training: checks the script works")
     p.add_argument("--out", default="bench_results")
+    p.add_argument("--batching-only", action="store_true",
+                   help="only the end-to-end table of fixed vs length-sorted token-budget batching and the cost "
+                        "vs document length table (docs/long-documents.md)")
+    p.add_argument("--memory", action="store_true",
+                   help="only peak memory of export/infer.py and tfm-cls predict on 10k .. 1M input lines")
     args = p.parse_args(argv)
+    if args.batching_only:
+        return batching_main(args)
+    if args.memory:
+        return memory_main(args)
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s: %(message)s", datefmt="%H:%M:%S")
     torch.set_num_threads(args.threads)
     # (seconds, rounds) at least, per shape
@@ -401,6 +410,235 @@ def main(argv: list[str] | None = None) -> int:
     (out / f"bench_infer{suffix}.md").write_text(table + "\n")
     log.info("wrote %s and %s", out / f"bench_infer{suffix}.json", out / f"bench_infer{suffix}.md")
     return 0
+
+
+# ---- batching and long documents (issue 16) ----------------------------------------------------------
+
+
+def _timed(fn: Callable[[], object], repeats: int) -> tuple[float, object]:
+    """Median seconds of `repeats` calls, and the last result."""
+    times, out = [], None
+    for _ in range(repeats):
+        start = time.perf_counter()
+        out = fn()
+        times.append(time.perf_counter() - start)
+    return statistics.median(times), out
+
+
+def batching_main(args) -> int:
+    """texts/s end to end (tokenization included) on the sst2 test texts: the path before issue 16
+    (length-sorted fixed batches: 32 texts per batch in buffers of 1024 for ORT, 64 for torch)
+    against length-sorted token-budget batches, per thread count, with the largest probability
+    difference; then ms/text vs document length, truncation vs chunking."""
+    from tfm_cls.predict import classify_texts
+
+    data_dir = Path(args.data_root) / args.dataset
+    texts, labels = read_jsonl(data_dir / "test.jsonl", limit=300 if args.quick else None)
+    y = np.array(labels)
+    repeats = 1 if args.quick else 3
+    results: dict = {"machine": {"cpu_count": os.cpu_count(), "load_before": os.getloadavg(),
+                                 "torch": torch.__version__, "onnxruntime": ort.__version__}, "e2e": {}, "length": {}}
+    with tempfile.TemporaryDirectory(prefix="bench_batching_") as work:
+        work_dir = Path(work)
+        run_dir = Path(args.run) if args.run else train_small(data_dir, work_dir / "run", quick=True)
+        run = load_run(run_dir)
+        results["model"] = {"run": str(run_dir) if args.run else "trained by the benchmark (40 steps: speed only)",
+                            **run.model.config}
+        paths = {"ORT fp32": export_run(run_dir, work_dir / "plain.onnx", fuse=False),
+                 "ORT fp32 fused": export_run(run_dir, work_dir / "fused.onnx", fuse=True)}
+        paths["ORT int8"] = quantize_model(paths["ORT fp32"], work_dir / "plain.int8.onnx")
+        for threads in (1, 2):
+            torch.set_num_threads(threads)
+            rows: dict = {}
+            old = {}
+            for engine, path in paths.items():
+                for mode, budget in (("fixed 32 unsorted", -1), ("fixed 32 sorted per 1024 (before)", None),
+                                     ("tokens 512", 512), ("tokens 1024", 1024), ("tokens 2048", 2048),
+                                     ("tokens 4096", 4096)):
+                    clf = Classifier(str(path), threads=threads, batching="tokens", max_tokens=max(budget or 1, 1))
+
+                    def go(clf=clf, budget=budget):
+                        if budget == -1:  # no sorting at all: batches of 32 in input order
+                            ids = clf.encode(texts)[0]
+                            return np.concatenate([clf.run(ids[i : i + 32]) for i in range(0, len(ids), 32)])
+                        if budget is None:  # the old loop: buffers of 32 x 32 texts, each sorted, batches of 32
+                            return np.concatenate([clf.classify(texts[i : i + 1024], 32)[0]
+                                                   for i in range(0, len(texts), 1024)])
+                        return clf.classify(texts)[0]
+
+                    go()  # warm-up
+                    seconds, probs = _timed(go, repeats)
+                    if budget is None:
+                        old[engine] = probs
+                    rows[f"{engine} / {mode}"] = {
+                        "texts_per_s": len(texts) / seconds, "accuracy": float((probs.argmax(1) == y).mean()),
+                        "probs": probs,
+                    }
+            for engine in paths:
+                for name, r in rows.items():
+                    if name.startswith(engine + " /"):
+                        r["max_abs_diff_vs_before"] = float(np.abs(r.pop("probs") - old[engine]).max())
+            reference = None
+            for mode, kwargs in (("fixed 64 (before)", {"batching": "fixed", "batch_size": 64}),
+                                 ("tokens 1024", {"batching": "tokens", "max_tokens": 1024}),
+                                 ("tokens 4096", {"batching": "tokens", "max_tokens": 4096})):
+                def go(kwargs=kwargs):
+                    return classify_texts(run, texts, **kwargs)[0]
+
+                go()
+                seconds, probs = _timed(go, repeats)
+                reference = probs if reference is None else reference
+                rows[f"torch eager / {mode}"] = {
+                    "texts_per_s": len(texts) / seconds, "accuracy": float((probs.argmax(1) == y).mean()),
+                    "max_abs_diff_vs_before": float(np.abs(probs - reference).max()),
+                }
+            results["e2e"][f"{threads} thread{'s' * (threads > 1)}"] = rows
+        torch.set_num_threads(1)
+        results["length"] = cost_vs_length(paths["ORT fp32"], texts, repeats)
+    results["texts"] = len(texts)
+    results["machine"]["load_after"] = os.getloadavg()
+    table = render_batching(results)
+    print(table)
+    out = Path(args.out)
+    out.mkdir(parents=True, exist_ok=True)
+    suffix = "_quick" if args.quick else ""
+    (out / f"bench_batching{suffix}.json").write_text(json.dumps(results, indent=2) + "\n")
+    (out / f"bench_batching{suffix}.md").write_text(table + "\n")
+    plot_cost_vs_length(results["length"], out / f"cost_vs_length{suffix}.png")
+    log.info("wrote %s and cost_vs_length%s.png", out / f"bench_batching{suffix}.json", suffix)
+    return 0
+
+
+_PEAK = """
+import resource, runpy, sys
+sys.argv = sys.argv[1:]
+if sys.argv[0].endswith(".py"):
+    runpy.run_path(sys.argv[0], run_name="__main__")
+else:
+    runpy.run_module(sys.argv[0], run_name="__main__")
+"""
+_PEAK_EXIT = "import atexit, resource; atexit.register(lambda: print('PEAK', resource.getrusage(resource.RUSAGE_SELF).ru_maxrss))"
+
+
+def memory_main(args) -> int:
+    """Peak resident memory of the two inference paths on 10k, 100k and 1M lines (sst2 test texts
+    repeated). A tiny classifier (d_model 16, 1 layer; the sst2-trained tokenizer) keeps a
+    1M-line run in minutes: streaming memory does not depend on the model's size."""
+    import subprocess
+
+    from tfm_cls.checkpoint import save_weights
+    from tfm_cls.config import ClassifierConfig, DataConfig, TokenizerConfig, save_config
+    from tfm_cls.io import write_json
+    from tfm_cls.model import TransformerClassifier
+    from tfm_cls.tokenizer import save_tokenizer, train_tokenizer
+
+    data_dir = Path(args.data_root) / args.dataset
+    texts = read_jsonl(data_dir / "test.jsonl")[0]
+    sizes = (2_000, 20_000) if args.quick else (10_000, 100_000, 1_000_000)
+    results: dict = {"load_before": os.getloadavg(), "peak_kib": {}}
+    with tempfile.TemporaryDirectory(prefix="bench_memory_") as work:
+        work_dir = Path(work)
+        run_dir = work_dir / "run"
+        run_dir.mkdir()
+        cfg = ClassifierConfig(data=DataConfig(path=str(data_dir)), tokenizer=TokenizerConfig(vocab_size=8000, max_length=128))
+        tokenizer = train_tokenizer(read_jsonl(data_dir / "train.jsonl", limit=20000)[0], cfg.tokenizer)
+        torch.manual_seed(0)
+        model = TransformerClassifier(vocab_size=tokenizer.get_vocab_size(), num_classes=2, d_model=16, nhead=2,
+                                      num_layers=1, dim_feedforward=32, dropout=0.0, max_len=128).eval()
+        save_config(cfg, run_dir / "config.yaml")
+        write_json(run_dir / "model_config.json", model.config)
+        write_json(run_dir / "labels.json", ["negative", "positive"])
+        save_tokenizer(tokenizer, run_dir / "tokenizer.json")
+        save_weights(model, run_dir / "model.safetensors")
+        onnx_path = export_run(run_dir, run_dir / "model.onnx")
+        for n in sizes:
+            src = work_dir / f"in{n}.txt"
+            with src.open("w", encoding="utf-8") as f:
+                for i in range(n):
+                    f.write(texts[i % len(texts)] + "\n")
+            commands = {"export/infer.py": [str(Path(__file__).resolve().parents[1] / "export" / "infer.py"),
+                                            "--model", str(onnx_path), "--threads", "1", "--no-progress"],
+                        "tfm-cls predict": ["tfm_cls.cli", "predict", "--run", str(run_dir), "--threads", "1"]}
+            for name, argv in commands.items():
+                if name == "tfm-cls predict" and n > 100_000 and args.quick:
+                    continue
+                out = work_dir / "out.jsonl"
+                start = time.perf_counter()
+                done = subprocess.run([sys.executable, "-c", _PEAK_EXIT + "\n" + _PEAK, *argv, "--input", str(src),
+                                       "--output", str(out)], capture_output=True, text=True,
+                                      env={**os.environ, "OMP_NUM_THREADS": "1"})
+                seconds = time.perf_counter() - start
+                if done.returncode != 0:
+                    raise RuntimeError(f"{name} on {n} lines failed: {done.stderr[-1000:]}")
+                with out.open(encoding="utf-8") as f:
+                    rows = sum(1 for _ in f)
+                peak = int([x for x in done.stdout.splitlines() if x.startswith("PEAK")][-1].split()[1])
+                results["peak_kib"][f"{name} / {n} lines"] = {"peak_mib": peak / 1024, "rows": rows, "seconds": seconds}
+                log.info("%s, %d lines: peak %.1f MiB, %d rows, %.0f s", name, n, peak / 1024, rows, seconds)
+    results["load_after"] = os.getloadavg()
+    lines = ["| command / input lines | peak RSS MiB | output rows | seconds |", "|---|---:|---:|---:|"]
+    lines += [f"| {k} | {r['peak_mib']:.1f} | {r['rows']} | {r['seconds']:.0f} |" for k, r in results["peak_kib"].items()]
+    table = "\n".join(lines)
+    print(table)
+    out = Path(args.out)
+    out.mkdir(parents=True, exist_ok=True)
+    suffix = "_quick" if args.quick else ""
+    (out / f"bench_memory{suffix}.json").write_text(json.dumps(results, indent=2) + "\n")
+    (out / f"bench_memory{suffix}.md").write_text(table + "\n")
+    return 0
+
+
+def plot_cost_vs_length(rows: dict, path: Path) -> None:
+    """ms per text against document tokens (log-log), truncation vs chunking."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    fig, ax = plt.subplots(figsize=(5, 3.5))
+    for mode in ("truncation", "chunking"):
+        points = [(int(k.split(" / ")[0]), r["ms_per_text"]) for k, r in rows.items() if k.endswith(mode)]
+        ax.plot(*zip(*points), marker="o", label=mode)
+    ax.set(xscale="log", yscale="log", xlabel="document tokens", ylabel="ms per text (ORT fp32, 1 thread)",
+           title="cost vs document length")
+    ax.legend()
+    fig.tight_layout()
+    fig.savefig(path, dpi=120)
+    plt.close(fig)
+
+
+def cost_vs_length(path: Path, texts: list[str], repeats: int) -> dict:
+    """ms per text for documents of 64 .. 4,096 tokens (sst2 texts joined end to end), with head
+    truncation to the model's length and with chunking into windows (stride = a quarter)."""
+    long_text = " ".join(texts)
+    rows = {}
+    for tokens in (64, 128, 256, 512, 1024, 2048, 4096):
+        clf = Classifier(str(path), threads=1)
+        ids = clf.encoder.tokenizer.encode(long_text, add_special_tokens=False)  # untruncated
+        piece = ids.offsets[min(tokens, len(ids.offsets)) - 1][1]
+        docs = [long_text[:piece]] * max(4, 4096 // tokens)  # 4 .. 64 documents of this length
+        for name, policy in (("truncation", {"chunk": False}), ("chunking", {"chunk": True})):
+            c = Classifier(str(path), threads=1, long_text=policy)
+            c.classify(docs[:2])
+            seconds, (_, _, windows) = _timed(lambda c=c, docs=docs: c.classify(docs), repeats)
+            rows[f"{tokens} / {name}"] = {"ms_per_text": 1000 * seconds / len(docs), "texts_per_s": len(docs) / seconds,
+                                          "windows_per_text": float(np.mean(windows))}
+    return rows
+
+
+def render_batching(results: dict) -> str:
+    lines = [f"load {results['machine']['load_before'][0]:.1f} -> {results['machine']['load_after'][0]:.1f}; "
+             f"{results['texts']} sst2 test texts, end to end (tokenization included), median of runs", ""]
+    for threads, rows in results["e2e"].items():
+        lines += [f"| {threads}: engine / batching | texts/s | accuracy | max abs diff vs before |", "|---|---:|---:|---:|"]
+        lines += [f"| {name} | {r['texts_per_s']:.0f} | {100 * r['accuracy']:.2f}% | {r['max_abs_diff_vs_before']:.1e} |"
+                  for name, r in rows.items()]
+        lines.append("")
+    lines += ["| document tokens / long-text mode (ORT fp32, 1 thread) | ms/text | texts/s | windows/text |",
+              "|---|---:|---:|---:|"]
+    lines += [f"| {name} | {r['ms_per_text']:.2f} | {r['texts_per_s']:.1f} | {r['windows_per_text']:.1f} |"
+              for name, r in results["length"].items()]
+    return "\n".join(lines)
 
 
 def render(results: dict) -> str:

@@ -332,8 +332,11 @@ def export_run(
     verification, or a full disk, leaves an earlier `output` untouched. The metadata records the
     sha256 of the run's model.safetensors (runs.WEIGHTS_DIGEST_KEY), so a retrained run's stale
     export is refused by infer and verify-onnx."""
+    from tfm_cls.export.infer import LONG_TEXT_KEY
+
     from tfm_cls.predict import run_head
     from tfm_cls.runs import WEIGHTS_DIGEST_KEY, WEIGHTS_FILE, load_run, weights_digest
+    from tfm_cls.tokenizer import long_text_of, max_length_of
 
     run = load_run(run_dir)
     path = Path(output) if output else Path(run_dir) / specs.CLASSIFIER.file_name
@@ -348,9 +351,10 @@ def export_run(
             tmp,
             tokenizer=run.tokenizer,
             labels=run.labels,
-            max_length=run.config.tokenizer.max_length,
+            max_length=max_length_of(run.tokenizer),
             fuse=fuse,
-            extra={WEIGHTS_DIGEST_KEY: digest},
+            # The truncation strategy and chunking of the run, for the torch-free export/infer.py.
+            extra={WEIGHTS_DIGEST_KEY: digest, LONG_TEXT_KEY: long_text_of(run.config.tokenizer).to_json()},
             head=head,
             pair=pair,
         )

@@ -1,10 +1,14 @@
 #!/usr/bin/env python
 """Classify texts with an exported tfm_cls model, using only onnxruntime, tokenizers and numpy.
 
-The .onnx file is all it needs: the tokenizer, the label names and the maximum length travel in
-its metadata. Texts are read in chunks, sorted by length inside each chunk so that batches carry
-little padding, and written back in input order as they are done, so memory stays bounded on
-inputs of any size.
+The .onnx file is all it needs: the tokenizer, the label names, the maximum length and the run's
+long-text policy (truncation strategy, chunking) travel in its metadata. Texts are read in buffers
+(--buffer-texts), sorted by length inside each buffer into batches of at most --max-tokens padded
+tokens (or --batching fixed: --batch-size texts), and written back in input order as they are
+done, so memory stays bounded on inputs of any size. A text longer than the model's length is
+truncated by the policy (--truncation head / tail / head+tail), or with --chunk classified as
+overlapping windows (--stride) whose logits or probabilities are aggregated (--aggregate mean /
+max); its row then says how many windows it had. docs/long-documents.md
 
     python export/infer.py --model runs/x/model.onnx --input texts.txt --output predictions.jsonl
     cat texts.txt | python export/infer.py --model model.onnx > predictions.jsonl
@@ -103,7 +107,220 @@ class Stats:
     empty: int = 0
     truncated: int = 0
     invalid_utf8: int = 0
+    windows: int = 0
     empty_lines: list[int] = field(default_factory=list)  # the first few, for the report
+
+
+def _softmax(logits: np.ndarray) -> np.ndarray:
+    shifted = logits - logits.max(axis=-1, keepdims=True)
+    e = np.exp(shifted)
+    return e / e.sum(axis=-1, keepdims=True)
+
+
+# ---- long texts: truncation strategies, windows, batches ----------------------------------------
+# One implementation for both inference paths: tfm_cls (training, eval, `tfm-cls predict`) imports
+# these from here, because this script must run as a single file without tfm_cls. docs/long-documents.md
+
+TRUNCATIONS = ("head", "tail", "head+tail")
+AGGREGATES = ("mean", "max")
+AGGREGATE_SCORES = ("logits", "probabilities")
+BATCHINGS = ("tokens", "fixed")
+# ONNX metadata key with the LongText policy of the run (JSON); absent in older exports (= head).
+LONG_TEXT_KEY = "tfm_cls.long_text"
+DEFAULT_MAX_TOKENS = 1024  # benchmarks/bench_infer.py --batching-only: best or tied on sst2, 1 and 2 threads
+
+
+@dataclass(frozen=True)
+class LongText:
+    """How a text with more tokens than the model's length becomes model inputs.
+
+    `truncation` keeps the first (`head`), the last (`tail`) or the first round(budget *
+    head_fraction) and last remaining (`head+tail`) text tokens, where budget = max_length minus
+    the special tokens ([CLS], [SEP]), which are always kept. With `chunk` nothing is cut at
+    inference: the text tokens are split into windows of `budget` tokens, each sharing `stride`
+    tokens with the one before (the last window is aligned to the text's end), each window is
+    classified with its own special tokens, and the windows' logits (or probabilities) are
+    aggregated by their mean or max. `stride` None = budget // 4."""
+
+    truncation: str = "head"
+    head_fraction: float = 0.25
+    chunk: bool = False
+    stride: int | None = None
+    aggregate: str = "mean"
+    scores: str = "logits"
+
+    def problems(self) -> list[str]:
+        """What is wrong with these values (empty when they can work)."""
+        out = []
+        if self.truncation not in TRUNCATIONS:
+            out.append(f"truncation must be one of {list(TRUNCATIONS)}, got {self.truncation!r}")
+        if not 0.0 <= self.head_fraction <= 1.0:
+            out.append(f"head_fraction must be in [0, 1], got {self.head_fraction}")
+        if self.stride is not None and self.stride < 0:
+            out.append(f"stride must be >= 0, got {self.stride}")
+        if self.aggregate not in AGGREGATES:
+            out.append(f"aggregate must be one of {list(AGGREGATES)}, got {self.aggregate!r}")
+        if self.scores not in AGGREGATE_SCORES:
+            out.append(f"aggregate scores must be one of {list(AGGREGATE_SCORES)}, got {self.scores!r}")
+        return out
+
+    def to_json(self) -> str:
+        return json.dumps(self.__dict__, sort_keys=True)
+
+    @classmethod
+    def from_json(cls, text: str | None) -> LongText:
+        """The policy of an export's metadata; an export without one (older tfm_cls) is `head`."""
+        if not text:
+            return cls()
+        fields = json.loads(text)
+        known = {k: v for k, v in fields.items() if k in cls.__dataclass_fields__}
+        return cls(**known)
+
+
+def special_affixes(tokenizer: Tokenizer) -> tuple[list[int], list[int]]:
+    """The ids the tokenizer's post-processor puts before and after a text ([CLS] and [SEP] for
+    ours, <s> and </s> for RoBERTa), found by encoding a probe with and without them."""
+    probe = "a"
+    full = tokenizer.encode(probe).ids
+    bare = tokenizer.encode(probe, add_special_tokens=False).ids
+    for start in range(len(full) - len(bare) + 1):
+        if full[start : start + len(bare)] == bare:
+            return full[:start], full[start + len(bare) :]
+    raise InferenceError("cannot find where the tokenizer's special tokens go (probe text not found in its encoding)")
+
+
+@dataclass
+class Encoded:
+    """Model inputs of a list of texts: `ids` holds one row per window (one per text unless
+    chunking), the rows of text i are the windows[i] rows after those of text i - 1."""
+
+    ids: list[list[int]]
+    truncated: list[bool]
+    windows: list[int]
+
+
+class TextEncoder:
+    """Token ids of texts under one maximum length and LongText policy (the only place where a
+    text is cut or split into windows, for training, eval, predict and ONNX inference)."""
+
+    def __init__(self, tokenizer: Tokenizer, max_length: int, policy: LongText | None = None):
+        self.policy = policy or LongText()
+        problems = self.policy.problems()
+        if problems:
+            raise InferenceError("; ".join(problems))
+        self.tokenizer = Tokenizer.from_str(tokenizer.to_str())  # our own copy: no padding, no truncation
+        self.tokenizer.no_padding()
+        self.tokenizer.no_truncation()
+        self.prefix, self.suffix = special_affixes(self.tokenizer)
+        self.max_length = max_length
+        self.budget = max_length - len(self.prefix) - len(self.suffix)  # text tokens per row
+        if self.budget < 1:
+            raise InferenceError(
+                f"max_length {max_length} leaves no room for text after {len(self.prefix) + len(self.suffix)} special tokens"
+            )
+        stride = self.budget // 4 if self.policy.stride is None else self.policy.stride
+        if self.policy.chunk and stride >= self.budget:
+            raise InferenceError(
+                f"stride {stride} must be smaller than the window's {self.budget} text tokens "
+                f"(max_length {max_length} minus {max_length - self.budget} special tokens)"
+            )
+        self.stride = stride
+        head = round(self.budget * self.policy.head_fraction)
+        self.head = {"head": self.budget, "tail": 0}.get(self.policy.truncation, head)
+
+    def _wrap(self, content: list[int]) -> list[int]:
+        return self.prefix + content + self.suffix
+
+    def cut(self, content: list[int]) -> list[int]:
+        """The kept text tokens of one over-long text, by the truncation strategy."""
+        tail = self.budget - self.head
+        return content[: self.head] + (content[len(content) - tail :] if tail else [])
+
+    def window_starts(self, n: int) -> list[int]:
+        """Start offsets of the windows over n text tokens: every `budget - stride` tokens, the
+        last one ending at the text's end (so every window is full and every token covered)."""
+        if n <= self.budget:
+            return [0]
+        step = self.budget - self.stride
+        return [*range(0, n - self.budget, step), n - self.budget]
+
+    def encode(self, texts: list[str]) -> Encoded:
+        encodings = self.tokenizer.encode_batch(texts) if texts else []
+        a, b = len(self.prefix), len(self.suffix)
+        ids, truncated, windows = [], [], []
+        for e in encodings:
+            full = e.ids
+            content = full[a : len(full) - b]
+            if len(content) <= self.budget:
+                ids.append(full)
+                truncated.append(False)
+                windows.append(1)
+            elif self.policy.chunk:
+                starts = self.window_starts(len(content))
+                ids.extend(self._wrap(content[s : s + self.budget]) for s in starts)
+                truncated.append(False)
+                windows.append(len(starts))
+            else:
+                ids.append(self._wrap(self.cut(content)))
+                truncated.append(True)
+                windows.append(1)
+        return Encoded(ids, truncated, windows)
+
+
+def aggregate_windows(logits: np.ndarray, windows: list[int] | np.ndarray, how: str = "mean", scores: str = "logits") -> np.ndarray:
+    """Logits [num_texts, C] from the logits of their windows [sum(windows), C] (text i's windows
+    contiguous, in order): the mean or max of the windows' logits, or the log of the mean / max
+    of their probabilities (so softmax of the result gives the aggregated, renormalised
+    probabilities). Texts with one window keep their logits unchanged."""
+    windows = np.asarray(windows, dtype=np.int64)
+    if logits.shape[0] != int(windows.sum()):
+        raise ValueError(f"{logits.shape[0]} window rows for {int(windows.sum())} windows")
+    if len(windows) == 0 or (windows == 1).all():
+        return logits
+    values = _softmax(logits.astype(np.float64)) if scores == "probabilities" else logits.astype(np.float64)
+    starts = np.concatenate([[0], np.cumsum(windows)[:-1]])
+    if how == "mean":
+        out = np.add.reduceat(values, starts, axis=0) / windows[:, None]
+    else:
+        out = np.maximum.reduceat(values, starts, axis=0)
+    if scores == "probabilities":
+        out = np.log(np.maximum(out, 1e-30))
+    out = out.astype(logits.dtype)
+    single = windows == 1
+    out[single] = logits[starts[single]]  # bit for bit what one row gave
+    return out
+
+
+def plan_batches(lengths: list[int], batching: str = "tokens", batch_size: int = 32,
+                 max_tokens: int = DEFAULT_MAX_TOKENS) -> list[list[int]]:
+    """Row indices grouped into batches, sorted by length (stable) so that little padding is needed.
+    `fixed`: `batch_size` rows each. `tokens`: as many rows as fit rows x longest <= max_tokens
+    (padded tokens; a row longer than max_tokens is a batch alone), so short texts come in big
+    batches and long ones in small."""
+    order = sorted(range(len(lengths)), key=lengths.__getitem__)
+    if batching == "fixed":
+        return [order[i : i + batch_size] for i in range(0, len(order), batch_size)]
+    batches: list[list[int]] = []
+    current: list[int] = []
+    for i in order:
+        if current and (len(current) + 1) * lengths[i] > max_tokens:
+            batches.append(current)
+            current = []
+        current.append(i)
+    if current:
+        batches.append(current)
+    return batches
+
+
+def pad_batch(ids: list[list[int]], rows: list[int], pad_id: int) -> tuple[np.ndarray, np.ndarray]:
+    """input_ids and attention_mask [len(rows), longest] (int64) of the chosen rows."""
+    width = max(len(ids[i]) for i in rows)
+    input_ids = np.full((len(rows), width), pad_id, dtype=np.int64)  # [batch, seq]
+    attention_mask = np.zeros((len(rows), width), dtype=np.int64)  # [batch, seq], 1 = token
+    for r, i in enumerate(rows):
+        input_ids[r, : len(ids[i])] = ids[i]
+        attention_mask[r, : len(ids[i])] = 1
+    return input_ids, attention_mask
 
 
 # ---- the model ---------------------------------------------------------------------------------
@@ -174,7 +391,9 @@ def check_weights(meta: dict[str, str], model_path: str) -> None:
 
 
 class Classifier:
-    """A tfm_cls text classifier export: tokenizer, labels and ONNX session from one file."""
+    """A tfm_cls text classifier export: tokenizer, labels, long-text policy and ONNX session from
+    one file. `long_text` overrides fields of the policy the export carries (LONG_TEXT_KEY);
+    `batching` / `batch_size` / `max_tokens` say how rows are grouped (plan_batches)."""
 
     def __init__(
         self,
@@ -182,6 +401,10 @@ class Classifier:
         providers: list[str] | None = None,
         threads: int = 0,
         max_length: int | None = None,
+        long_text: dict[str, Any] | None = None,
+        batching: str = "tokens",
+        batch_size: int = 32,
+        max_tokens: int = DEFAULT_MAX_TOKENS,
     ):
         self.session = make_session(model_path, providers, threads)
         meta = read_metadata(self.session, model_path)
@@ -191,6 +414,7 @@ class Classifier:
             self.model_max_length = int(meta["tfm_cls.max_length"])
             self.pad_id = int(json.loads(meta["tfm_cls.model_config"])["pad_token_id"])
             self.tokenizer = Tokenizer.from_str(meta["tfm_cls.tokenizer"])
+            saved = LongText.from_json(meta.get(LONG_TEXT_KEY))
         except Exception as err:  # malformed JSON, a missing key, a tokenizer that does not parse
             raise InferenceError(f"{model_path}: unreadable tfm_cls metadata ({err}); re-export it") from None
         # [CLS] and [SEP] are added after truncation: a limit must leave room for one real token.
@@ -200,10 +424,18 @@ class Classifier:
                 f"--max-length must be in [{shortest}, {self.model_max_length}] for {model_path} "
                 f"({shortest - 1} special tokens plus at least one text token), got {max_length}"
             )
+        if batching not in BATCHINGS or batch_size < 1 or max_tokens < 1:
+            raise InferenceError(
+                f"batching must be one of {list(BATCHINGS)} with a positive batch size and token budget, "
+                f"got {batching!r}, {batch_size}, {max_tokens}"
+            )
         self.max_length = max_length or self.model_max_length
         self.tokenizer.no_padding()  # batches are padded here, to their own longest row
         # A pair is truncated by shortening its longer text first.
         self.tokenizer.enable_truncation(self.max_length, strategy="longest_first")
+        self.policy = LongText(**{**saved.__dict__, **{k: v for k, v in (long_text or {}).items() if v is not None}})
+        self.encoder = TextEncoder(self.tokenizer, self.max_length, self.policy)
+        self.batching, self.batch_size, self.max_tokens = batching, batch_size, max_tokens
         self.output_names = [o.name for o in self.session.get_outputs()]
         task = meta["tfm_cls.task"]
         self.head = TASKS[task.removesuffix(PAIR_SUFFIX)]
@@ -211,39 +443,53 @@ class Classifier:
         try:
             self.ensure_label = json.loads(meta.get("tfm_cls.ensure_label", "true"))
             fixed = float(json.loads(meta.get("tfm_cls.fixed_threshold", "0.5")))
-            saved = json.loads(meta.get("tfm_cls.thresholds", "null"))
+            tuned = json.loads(meta.get("tfm_cls.thresholds", "null"))
         except (ValueError, TypeError) as err:
             raise InferenceError(f"{model_path}: unreadable tfm_cls thresholds ({err}); re-export it") from None
-        self.thresholds = np.asarray(saved if saved is not None else [fixed] * len(self.labels), dtype=np.float64)
+        self.thresholds = np.asarray(tuned if tuned is not None else [fixed] * len(self.labels), dtype=np.float64)
+        # The long-text policy cuts and windows single texts; a pair is truncated longer text first,
+        # and windows are aggregated for single-label models only (docs/long-documents.md).
+        if self.pair and self.policy != LongText():
+            raise InferenceError(f"{model_path} classifies sentence pairs, truncated longer text first: "
+                                 "--truncation / --chunk apply to single texts")
+        if self.policy.chunk and self.head != "single_label":
+            raise InferenceError(f"{model_path} is a {self.head} model: --chunk applies to single-label models")
 
     def encode(self, texts: list[str]) -> tuple[list[list[int]], list[bool]]:
-        """Token ids of each text (truncated to max_length) and whether it was truncated."""
-        ids, _, truncated = self.encode_with_types(texts)
-        return ids, truncated
+        """Token ids of each model row (one per text, or its windows under chunking) and whether
+        each text was truncated; `encoder.encode` also gives the windows per text."""
+        encoded = self.encoder.encode(texts)
+        return encoded.ids, encoded.truncated
 
     def encode_with_types(
         self, texts: list[str], pairs: list[str] | None = None
     ) -> tuple[list[list[int]], list[list[int]], list[bool]]:
-        """Token ids and token types of each text or pair (truncated to max_length, a pair's
-        longer side first), and whether it was truncated."""
-        encodings = self.tokenizer.encode_batch(list(zip(texts, pairs)) if pairs is not None else texts)
+        """Token ids and token types of each text (the rows of `encode`, types all 0) or pair
+        (truncated to max_length, its longer side first), and whether it was truncated."""
+        if pairs is None:
+            ids, truncated = self.encode(texts)
+            return ids, [[0] * len(x) for x in ids], truncated
+        encodings = self.tokenizer.encode_batch(list(zip(texts, pairs))) if texts else []
         return [e.ids for e in encodings], [e.type_ids for e in encodings], [bool(e.overflowing) for e in encodings]
+
+    def _feeds(
+        self, ids: list[list[int]], rows: list[int] | None = None, types: list[list[int]] | None = None
+    ) -> dict[str, np.ndarray]:
+        rows = list(range(len(ids))) if rows is None else rows
+        input_ids, attention_mask = pad_batch(ids, rows, self.pad_id)  # [batch, seq]
+        feeds = {"input_ids": input_ids, "attention_mask": attention_mask}
+        if self.pair:
+            token_type_ids = np.zeros_like(input_ids)  # [batch, seq], 0 under padding
+            if types is not None:
+                for r, i in enumerate(rows):
+                    token_type_ids[r, : len(types[i])] = types[i]
+            feeds["token_type_ids"] = token_type_ids
+        return feeds
 
     def run(self, ids: list[list[int]], types: list[list[int]] | None = None) -> np.ndarray:
         """Scores for one batch of token id lists, padded here: probabilities [batch, num_classes]
         (softmax, or per-label sigmoid for multi-label), or values [batch] (regression)."""
-        length = max(len(x) for x in ids)
-        input_ids = np.full((len(ids), length), self.pad_id, dtype=np.int64)  # [batch, seq]
-        attention_mask = np.zeros((len(ids), length), dtype=np.int64)  # [batch, seq], 1 = token
-        token_type_ids = np.zeros((len(ids), length), dtype=np.int64)  # [batch, seq]
-        for row, x in enumerate(ids):
-            input_ids[row, : len(x)] = x
-            attention_mask[row, : len(x)] = 1
-            if types is not None:
-                token_type_ids[row, : len(x)] = types[row]
-        feeds = {"input_ids": input_ids, "attention_mask": attention_mask}
-        if self.pair:
-            feeds["token_type_ids"] = token_type_ids
+        feeds = self._feeds(ids, None, types)
         if self.head == "regression":
             return self.session.run(["value"], feeds)[0]
         if "probabilities" in self.output_names:
@@ -251,20 +497,44 @@ class Classifier:
         logits = self.session.run(["logits"], feeds)[0]  # [batch, num_classes]
         return _softmax(logits)
 
-    def predict_proba(
-        self, texts: list[str], batch_size: int = 32, pairs: list[str] | None = None
-    ) -> tuple[np.ndarray, list[bool]]:
-        """Scores in input order ([len(texts), num_classes]; regression [len(texts)]); batches
-        are formed by length."""
+    def classify(
+        self, texts: list[str], batch_size: int | None = None, pairs: list[str] | None = None
+    ) -> tuple[np.ndarray, list[bool], list[int]]:
+        """Scores in input order ([len(texts), num_classes]; regression [len(texts)]), whether each
+        text was truncated, and its number of windows. Rows are batched by length (plan_batches);
+        with `batch_size`, in fixed batches of that size (the behaviour before token budgets).
+        A sentence-pair model needs `pairs`, each text's second text."""
         if self.pair and pairs is None:
             raise InferenceError("this model classifies sentence pairs: give each text its second text")
-        ids, types, truncated = self.encode_with_types(texts, pairs if self.pair else None)
-        width = () if self.head == "regression" else (len(self.labels),)
-        probs = np.empty((len(texts), *width), dtype=np.float32)
-        order = sorted(range(len(ids)), key=lambda i: len(ids[i]))
-        for start in range(0, len(order), batch_size):
-            rows = order[start : start + batch_size]
-            probs[rows] = self.run([ids[i] for i in rows], [types[i] for i in rows])
+        if self.pair:
+            ids, types, truncated = self.encode_with_types(texts, pairs)
+            windows = [1] * len(texts)
+        else:
+            enc = self.encoder.encode(texts)
+            ids, types, truncated, windows = enc.ids, None, enc.truncated, enc.windows
+        lengths = [len(x) for x in ids]
+        batching = "fixed" if batch_size else self.batching
+        batches = plan_batches(lengths, batching, batch_size or self.batch_size, self.max_tokens)
+        num_classes = len(self.labels)
+        if not self.policy.chunk:
+            width = () if self.head == "regression" else (num_classes,)
+            probs = np.empty((len(texts), *width), dtype=np.float32)
+            for rows in batches:
+                probs[rows] = self.run([ids[i] for i in rows], None if types is None else [types[i] for i in rows])
+            return probs, truncated, windows
+        # chunking: single-label models on single texts only (checked in __init__)
+        logits = np.empty((len(ids), num_classes), dtype=np.float32)  # [windows, C]
+        for rows in batches:
+            logits[rows] = self.session.run(["logits"], self._feeds(ids, rows))[0]
+        texts_logits = aggregate_windows(logits, windows, self.policy.aggregate, self.policy.scores)
+        return _softmax(texts_logits).astype(np.float32), truncated, windows
+
+    def predict_proba(
+        self, texts: list[str], batch_size: int | None = None, pairs: list[str] | None = None
+    ) -> tuple[np.ndarray, list[bool]]:
+        """Scores in input order ([len(texts), num_classes]; regression [len(texts)]) and whether
+        each text was truncated."""
+        probs, truncated, _ = self.classify(texts, batch_size, pairs)
         return probs, truncated
 
     def decide(self, probs: np.ndarray) -> np.ndarray:
@@ -275,12 +545,6 @@ class Classifier:
             empty = ~chosen.any(axis=1)
             chosen[empty, probs[empty].argmax(axis=1)] = True
         return chosen
-
-
-def _softmax(logits: np.ndarray) -> np.ndarray:
-    shifted = logits - logits.max(axis=-1, keepdims=True)
-    e = np.exp(shifted)
-    return e / e.sum(axis=-1, keepdims=True)
 
 
 # ---- reading -----------------------------------------------------------------------------------
@@ -424,21 +688,28 @@ def chunks(records: Iterable[Record], size: int) -> Iterator[list[Record]]:
 # ---- writing -----------------------------------------------------------------------------------
 
 
-def prediction_row(record: Record, labels: list[str], probs: np.ndarray | None, truncated: bool) -> dict[str, Any]:
-    """The JSONL row of one input line; an empty line's row has no label and says it is empty."""
+def prediction_row(
+    record: Record, labels: list[str], probs: np.ndarray | None, truncated: bool, windows: int | None = None
+) -> dict[str, Any]:
+    """The JSONL row of one input line; an empty line's row has no label and says it is empty.
+    With chunked inference (`windows` given) the row also says how many windows the text had."""
     if probs is None:
-        return {"id": record.id, "line": record.line, "label": None, "score": None, "probabilities": None,
-                "truncated": False, "empty": True}
-    best = int(probs.argmax())
-    return {
-        "id": record.id,
-        "line": record.line,
-        "label": labels[best],
-        "score": round(float(probs[best]), 6),
-        "probabilities": {label: round(float(p), 6) for label, p in zip(labels, probs)},
-        "truncated": truncated,
-        "empty": False,
-    }
+        row = {"id": record.id, "line": record.line, "label": None, "score": None, "probabilities": None,
+               "truncated": False}
+    else:
+        best = int(probs.argmax())
+        row = {
+            "id": record.id,
+            "line": record.line,
+            "label": labels[best],
+            "score": round(float(probs[best]), 6),
+            "probabilities": {label: round(float(p), 6) for label, p in zip(labels, probs)},
+            "truncated": truncated,
+        }
+    if windows is not None:
+        row["windows"] = windows
+    row["empty"] = probs is None
+    return row
 
 
 def task_row(record: Record, head: str, labels: list[str], scores, truncated: bool, chosen) -> dict[str, Any]:
@@ -458,11 +729,16 @@ def task_row(record: Record, head: str, labels: list[str], scores, truncated: bo
 
 
 class Writer:
-    """Writes predictions as JSONL or CSV, one row per record, as they come."""
+    """Writes predictions as JSONL or CSV, one row per record, as they come; with `windows`, each
+    row carries the text's number of windows (chunked inference)."""
 
-    def __init__(self, stream, fmt: str, labels: list[str], classifier: Classifier | None = None):
+    def __init__(self, stream, fmt: str, labels: list[str], classifier: Classifier | None = None,
+                 windows: bool | None = None):
         self.stream, self.fmt, self.labels = stream, fmt, labels
         self.head = classifier.head if classifier is not None else "single_label"
+        if windows is None:
+            windows = classifier is not None and classifier.policy.chunk
+        self.windows = windows
         if fmt == "csv":
             self.csv = csv.writer(stream)
             if self.head == "regression":
@@ -470,9 +746,11 @@ class Writer:
             elif self.head == "multi_label":
                 self.csv.writerow(["id", "line", "labels", *(f"prob_{label}" for label in labels), "truncated", "empty"])
             else:
-                self.csv.writerow(["id", "line", "label", "score", *(f"prob_{label}" for label in labels), "truncated", "empty"])
+                self.csv.writerow(["id", "line", "label", "score", *(f"prob_{label}" for label in labels), "truncated",
+                                   *(["windows"] if windows else []), "empty"])
 
-    def write(self, record: Record, probs: np.ndarray | None, truncated: bool, chosen: np.ndarray | None = None) -> None:
+    def write(self, record: Record, probs: np.ndarray | None, truncated: bool, windows: int = 1,
+              chosen: np.ndarray | None = None) -> None:
         if self.head != "single_label":
             row = task_row(record, self.head, self.labels, probs, truncated, chosen)
             if self.fmt == "jsonl":
@@ -485,16 +763,18 @@ class Writer:
                 self.csv.writerow([record.id, record.line, "|".join(row["labels"] or []), *probabilities,
                                    int(truncated), int(probs is None)])
             return
+        shown = windows if self.windows else None
         if self.fmt == "jsonl":
-            row = prediction_row(record, self.labels, probs, truncated)
+            row = prediction_row(record, self.labels, probs, truncated, None if shown is None else (0 if probs is None else shown))
             self.stream.write(json.dumps(row, ensure_ascii=False) + "\n")
         elif probs is None:
-            self.csv.writerow([record.id, record.line, "", "", *([""] * len(self.labels)), 0, 1])
+            self.csv.writerow([record.id, record.line, "", "", *([""] * len(self.labels)), 0,
+                               *([0] if self.windows else []), 1])
         else:
             best = int(probs.argmax())
             self.csv.writerow(
                 [record.id, record.line, self.labels[best], f"{probs[best]:.6f}", *(f"{p:.6f}" for p in probs),
-                 int(truncated), 0]
+                 int(truncated), *([windows] if self.windows else []), 0]
             )
 
 
@@ -558,17 +838,24 @@ def _progress(disable: bool):
     return tqdm(unit="text", file=sys.stderr, delay=1.0, dynamic_ncols=True)
 
 
+def buffer_size(args) -> int:
+    """Texts read, sorted by length and batched at once: this bounds the memory of a run."""
+    if args.chunk_batches is not None:
+        return args.batch_size * args.chunk_batches
+    return args.buffer_texts
+
+
 def classify_stream(classifier: Classifier, records: Iterable[Record], writer: Writer, args, stats: Stats) -> None:
     bar = _progress(args.no_progress)
     # A chunk is sorted by length and cut into batches; its size bounds the memory used.
-    for chunk in chunks(records, args.batch_size * args.chunk_batches):
+    for chunk in chunks(records, buffer_size(args)):
         full = [r for r in chunk if not r.empty]
         pairs = [r.pair for r in full] if classifier.pair else None
-        probs, truncated = classifier.predict_proba([r.text for r in full], args.batch_size, pairs) if full else ([], [])
+        probs, truncated, windows = classifier.classify([r.text for r in full], None, pairs) if full else ([], [], [])
         if classifier.head == "multi_label" and full:  # the decisions ride along with the scores
-            results = iter(zip(probs, truncated, classifier.decide(probs)))
+            results = iter(zip(probs, truncated, windows, classifier.decide(probs)))
         else:
-            results = iter(zip(probs, truncated))
+            results = iter(zip(probs, truncated, windows))
         for record in chunk:
             if record.empty:
                 writer.write(record, None, False)
@@ -579,10 +866,47 @@ def classify_stream(classifier: Classifier, records: Iterable[Record], writer: W
                 writer.write(record, *next(results))
         stats.texts += len(chunk)
         stats.truncated += sum(truncated)
+        stats.windows += sum(windows)
         if bar is not None:
             bar.update(len(chunk))
     if bar is not None:
         bar.close()
+
+
+def add_inference_options(p: argparse.ArgumentParser, batch_size: int, streaming: bool = True) -> None:
+    """The batching, thread and long-text flags shared (same names, same meaning) by this script
+    and `tfm-cls predict` (`tfm-cls eval`: no `streaming` ones); a long-text flag left out keeps
+    the model's own setting."""
+    if streaming:
+        p.add_argument("--batching", choices=BATCHINGS, default="tokens",
+                       help="tokens: length-sorted batches of up to --max-tokens padded tokens (default); "
+                            "fixed: length-sorted batches of --batch-size texts")
+        p.add_argument("--max-tokens", type=int, default=DEFAULT_MAX_TOKENS,
+                       help=f"padded tokens per batch with --batching tokens (default {DEFAULT_MAX_TOKENS})")
+        p.add_argument("--batch-size", type=int, default=batch_size,
+                       help=f"texts per batch with --batching fixed (default {batch_size})")
+        p.add_argument("--buffer-texts", type=int, default=8192,
+                       help="texts read, sorted by length and batched at once; bounds memory (default 8192)")
+    else:
+        p.add_argument("--batch-size", type=int, default=batch_size, help=f"texts per batch (default {batch_size})")
+    p.add_argument("--threads", type=int, default=0, help="intra-op threads (0: the runtime decides)")
+    p.add_argument("--max-length", type=int, help="truncate to fewer tokens than the model's maximum")
+    p.add_argument("--truncation", choices=TRUNCATIONS, help="keep the head, the tail or head+tail of a long text "
+                   "(default: as the model was trained)")
+    p.add_argument("--head-fraction", type=float, help="share of the kept tokens taken from the head with head+tail")
+    p.add_argument("--chunk", action=argparse.BooleanOptionalAction, default=None,
+                   help="classify long texts as overlapping windows and aggregate them (default: the model's setting)")
+    p.add_argument("--stride", type=int, help="tokens each window shares with the previous one (default: a quarter of a window)")
+    p.add_argument("--aggregate", choices=AGGREGATES, help="mean or max over the windows (default: the model's setting)")
+    p.add_argument("--aggregate-scores", choices=AGGREGATE_SCORES,
+                   help="aggregate the windows' logits or their probabilities (default: the model's setting)")
+
+
+def long_text_overrides(args) -> dict[str, Any]:
+    """The LongText fields set on the command line (the rest keep the model's values)."""
+    given = {"truncation": args.truncation, "head_fraction": args.head_fraction, "chunk": args.chunk,
+             "stride": args.stride, "aggregate": args.aggregate, "scores": args.aggregate_scores}
+    return {k: v for k, v in given.items() if v is not None}
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -595,13 +919,11 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--text-field", default="text", help="the text's key (jsonl) or column (csv/tsv)")
     p.add_argument("--pair-field", default="text_pair",
                    help="sentence-pair models: the second text's key (jsonl) or column (csv/tsv) (default: text_pair)")
-    p.add_argument("--batch-size", type=int, default=32)
-    p.add_argument("--chunk-batches", type=int, default=32, help="batches read and sorted by length at once")
-    p.add_argument("--max-length", type=int, help="truncate to fewer tokens than the model's maximum")
+    p.add_argument("--chunk-batches", type=int, help="read --batch-size x this many texts at once (instead of --buffer-texts)")
     p.add_argument(
         "--providers", default="CPUExecutionProvider", help="comma-separated onnxruntime execution providers"
     )
-    p.add_argument("--threads", type=int, default=0, help="intra-op threads (0: onnxruntime decides)")
+    add_inference_options(p, batch_size=32)
     p.add_argument(
         "--invalid-utf8",
         choices=("error", "replace"),
@@ -615,14 +937,19 @@ def build_parser() -> argparse.ArgumentParser:
 def main(argv: list[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
     logging.basicConfig(level=logging.INFO, format="%(levelname)s %(message)s", stream=sys.stderr)
-    if args.batch_size < 1 or args.chunk_batches < 1:
-        print("error: --batch-size and --chunk-batches must be positive", file=sys.stderr)
+    sizes = {"--batch-size": args.batch_size, "--chunk-batches": args.chunk_batches, "--max-tokens": args.max_tokens,
+             "--buffer-texts": args.buffer_texts}
+    bad = [f"{flag}: expected a positive integer, got {value}" for flag, value in sizes.items()
+           if value is not None and value < 1]
+    if bad:
+        print(f"error: {'; '.join(bad)}", file=sys.stderr)
         return 2
     stats = Stats()
     start = time.perf_counter()
     try:
         classifier = Classifier(
-            args.model, [p.strip() for p in args.providers.split(",") if p.strip()], args.threads, args.max_length
+            args.model, [p.strip() for p in args.providers.split(",") if p.strip()], args.threads, args.max_length,
+            long_text_overrides(args), args.batching, args.batch_size, args.max_tokens,
         )
         in_fmt = detect_format(args.input, args.input_format, INPUT_FORMATS, "txt")
         out_fmt = detect_format(args.output, args.output_format, OUTPUT_FORMATS, "jsonl")
@@ -657,7 +984,10 @@ def main(argv: list[str] | None = None) -> int:
         log.warning("%d empty lines (e.g. lines %s) got a row with \"empty\": true and no label", stats.empty,
                     stats.empty_lines)
     if stats.truncated:
-        log.warning("truncated %d texts to %d tokens", stats.truncated, classifier.max_length)
+        log.warning("truncated %d texts to %d tokens (%s)", stats.truncated, classifier.max_length,
+                    classifier.policy.truncation)
+    if classifier.policy.chunk and stats.windows > stats.texts - stats.empty:
+        log.info("chunked inference: %d windows for %d texts", stats.windows, stats.texts - stats.empty)
     if stats.invalid_utf8:
         log.warning("replaced invalid UTF-8 on %d lines with U+FFFD", stats.invalid_utf8)
     return 0

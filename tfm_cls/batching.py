@@ -18,6 +18,10 @@ import torch
 from datasets import Dataset, DatasetDict, Sequence, Value
 from tokenizers import Tokenizer
 
+from tfm_cls.errors import ConfigError
+from tfm_cls.export.infer import LongText, TextEncoder
+from tfm_cls.tokenizer import max_length_of, text_encoder
+
 logger = logging.getLogger(__name__)
 
 
@@ -67,9 +71,30 @@ def _float_target(feature: Any) -> bool:
     return isinstance(feature, Value) and feature.dtype.startswith("float")
 
 
+@functools.lru_cache(maxsize=4)
+def _encoder_from_json(tokenizer_json: str, policy_json: str) -> TextEncoder:
+    tokenizer = Tokenizer.from_str(tokenizer_json)
+    return text_encoder(tokenizer, LongText.from_json(policy_json), max_length_of(tokenizer))
+
+
+def _encode_batch_long(batch: dict[str, list[Any]], tokenizer_json: str, policy_json: str) -> dict[str, list[Any]]:
+    """As `_encode_batch` under a LongText policy: each example's rows (one, or its windows)."""
+    encoded = _encoder_from_json(tokenizer_json, policy_json).encode(batch["text"])
+    rows = iter(encoded.ids)
+    windows = [[next(rows) for _ in range(n)] for n in encoded.windows]
+    return {
+        "input_ids": windows,
+        "length": [[len(w) for w in ws] for ws in windows],
+        "truncated": encoded.truncated,
+        "empty": [not text.strip() for text in batch["text"]],
+    }
+
+
 @dataclasses.dataclass
 class TokenizedSplit:
-    """One split in memory: token ids per example, labels and lengths (numpy)."""
+    """One split in memory: token ids per row, labels per example and lengths per row (numpy).
+    A row is an example, or with chunked inference one window of an example: `windows[i]` rows
+    belong to example i, after those of example i - 1 (None: one row each)."""
 
     input_ids: list[list[int]]
     labels: np.ndarray
@@ -78,14 +103,40 @@ class TokenizedSplit:
     num_empty: int
     token_type_ids: list[list[int]] | None = None
     """Sentence pairs: 0 for the first text's tokens (and [CLS]), 1 for the second's; None for single texts."""
+    windows: np.ndarray | None = None
+    policy: LongText | None = None
+    """How the windows' logits are aggregated (LongText.aggregate / .scores)."""
 
     def __len__(self) -> int:
+        """Number of examples."""
+        return len(self.labels)
+
+    @property
+    def num_rows(self) -> int:
         return len(self.input_ids)
 
+    def row_labels(self, rows: list[int]) -> np.ndarray:
+        """The labels of rows (a window has its example's label)."""
+        if self.windows is None:
+            return self.labels[rows]
+        return np.repeat(self.labels, self.windows, axis=0)[rows]
 
-def tokenize_dataset(ds: Dataset, tokenizer: Tokenizer, desc: str = "tokenize") -> TokenizedSplit:
-    """Tokenize a dataset with a `text` column (and optional `label`) through `Dataset.map`."""
+
+def tokenize_dataset(
+    ds: Dataset, tokenizer: Tokenizer, desc: str = "tokenize", policy: LongText | None = None
+) -> TokenizedSplit:
+    """Tokenize a dataset with a `text` column (and optional `label`) through `Dataset.map`. A
+    `policy` other than plain head truncation (LongText()) cuts long texts by its strategy, or
+    (`chunk`) splits them into windows, one row each (TokenizedSplit.windows). Sentence pairs (a
+    `text_pair` column) are truncated by the tokenizer, longer text first; they take no policy."""
     pairs = "text_pair" in ds.column_names
+    plain = policy is None or policy == LongText()
+    if pairs and not plain:
+        raise ConfigError(
+            "tokenizer.truncation / chunk apply to single texts; sentence pairs are truncated longer text first"
+        )
+    if not plain:
+        return _tokenize_long(ds, tokenizer, desc, policy)
     if pairs:
         tokenizer = pair_truncation(tokenizer)
     mapped = ds.map(
@@ -103,14 +154,43 @@ def tokenize_dataset(ds: Dataset, tokenizer: Tokenizer, desc: str = "tokenize") 
     )
 
 
-def tokenize_splits(splits: DatasetDict, tokenizer: Tokenizer) -> dict[str, TokenizedSplit]:
-    out = {name: tokenize_dataset(ds, tokenizer, f"tokenize {name}") for name, ds in splits.items()}
+def _tokenize_long(ds: Dataset, tokenizer: Tokenizer, desc: str, policy: LongText) -> TokenizedSplit:
+    text_encoder(tokenizer, policy)  # a policy that cannot work fails here, not in a map worker
+    mapped = ds.map(
+        _encode_batch_long, batched=True, batch_size=1000, remove_columns=["text"], desc=desc,
+        fn_kwargs={"tokenizer_json": tokenizer.to_str(), "policy_json": policy.to_json()},
+    )
+    labels = np.asarray(mapped["label"], dtype=np.int64) if "label" in mapped.column_names else np.zeros(len(mapped), np.int64)
+    if "label" in mapped.column_names and _float_target(mapped.features["label"]):
+        labels = np.asarray(mapped["label"], dtype=np.float32)  # multi-label [N, C] / regression [N]
+    per_example = mapped["input_ids"]
+    windows = np.asarray([len(ws) for ws in per_example], dtype=np.int64)
+    return TokenizedSplit(
+        input_ids=[w for ws in per_example for w in ws], labels=labels,
+        lengths=np.asarray([n for ns in mapped["length"] for n in ns], dtype=np.int64),
+        num_truncated=int(sum(mapped["truncated"])), num_empty=int(sum(mapped["empty"])),
+        windows=windows if policy.chunk else None, policy=policy,
+    )
+
+
+def tokenize_splits(
+    splits: DatasetDict, tokenizer: Tokenizer, policy: LongText | None = None
+) -> dict[str, TokenizedSplit]:
+    """Every split tokenized; under a chunking `policy` the training split is truncated by its
+    strategy (one row per example) and the evaluation splits are windowed."""
+    train_policy = dataclasses.replace(policy, chunk=False) if policy is not None else None
+    out = {
+        name: tokenize_dataset(ds, tokenizer, f"tokenize {name}", train_policy if name == "train" else policy)
+        for name, ds in splits.items()
+    }
     for name, split in out.items():
         if split.num_truncated or split.num_empty:
             logger.info(
                 "%s: %d of %d texts truncated to the max length, %d empty or whitespace-only",
                 name, split.num_truncated, len(split), split.num_empty,
             )
+        if split.windows is not None and split.num_rows > len(split):
+            logger.info("%s: %d texts as %d windows (chunked inference)", name, len(split), split.num_rows)
     return out
 
 
@@ -177,7 +257,7 @@ def collate(split: TokenizedSplit, indices: list[int], pad_id: int = 0) -> dict[
     for row, seq in enumerate(seqs):
         input_ids[row, : len(seq)] = torch.tensor(seq, dtype=torch.long)
         attention_mask[row, : len(seq)] = 1
-    labels = torch.from_numpy(split.labels[indices])  # [batch] (multi-label: [batch, num_labels])
+    labels = torch.from_numpy(split.row_labels(indices))  # [batch] (multi-label: [batch, num_labels])
     batch = {"input_ids": input_ids, "attention_mask": attention_mask, "labels": labels}
     if split.token_type_ids is not None:
         token_type_ids = torch.zeros((len(seqs), width), dtype=torch.long)  # [batch, seq], 0 under padding

@@ -143,7 +143,13 @@ def cmd_eval(args: argparse.Namespace) -> int:
         if data.labels != run.labels:
             raise DataError(f"the run's data now has classes {data.labels}, the model {run.labels}")
         dataset, source = data.splits[args.split], f"{data.source} ({args.split})"
-    split = tokenize_dataset(dataset, run.tokenizer)
+    _check_sizes(args)
+    tokenizer = run.tokenizer
+    if args.max_length is not None:
+        from tfm_cls.tokenizer import load_tokenizer_str
+
+        tokenizer = load_tokenizer_str(tokenizer.to_str(), args.max_length, limit=run.model.config["max_len"])
+    split = tokenize_dataset(dataset, tokenizer, policy=_inference_policy(run, args))
     device = select_device(args.device)
     run.model.to(device)
     head = run_head(run)
@@ -159,35 +165,77 @@ def cmd_eval(args: argparse.Namespace) -> int:
     return 0
 
 
+def _inference_policy(run, args: argparse.Namespace):
+    """The run's long-text policy with the flags of add_inference_options applied."""
+    from tfm_cls.export.infer import long_text_overrides
+    from tfm_cls.predict import run_policy
+
+    return run_policy(run, **long_text_overrides(args))
+
+
+def _check_sizes(args: argparse.Namespace) -> None:
+    from tfm_cls.errors import InputError
+
+    sizes = {"--batch-size": args.batch_size, "--max-tokens": getattr(args, "max_tokens", 1),
+             "--buffer-texts": getattr(args, "buffer_texts", 1)}
+    bad = [f"{flag}: expected a positive integer, got {value}" for flag, value in sizes.items() if value < 1]
+    if bad:
+        raise InputError("; ".join(bad))
+    if args.threads < 0:
+        raise InputError(f"--threads must be >= 0 (0: torch's default), got {args.threads}")
+    if args.threads:
+        import torch
+
+        torch.set_num_threads(args.threads)
+
+
 def cmd_predict(args: argparse.Namespace) -> int:
     from tfm_cls.distributed import select_device
+    from tfm_cls.export.infer import Stats
     from tfm_cls.io import atomic_path, disk_full_error, is_disk_full
-    from tfm_cls.predict import predict_records, predict_task_records, read_records, write_jsonl
+    from tfm_cls.predict import open_records, predict_records, predict_task_records, write_jsonl
     from tfm_cls.runs import load_run
 
+    _check_sizes(args)
     run = load_run(args.run, device=select_device(args.device))
+    if args.max_length is not None:
+        from tfm_cls.tokenizer import load_tokenizer_str, max_length_of
+
+        load_tokenizer_str(run.tokenizer.to_str(), args.max_length, max_length_of(run.tokenizer))  # checks it
+    policy = _inference_policy(run, args)
+    stats = Stats()
     pair_field = args.pair_field or run.config.data.text_pair_column
-    records, stats = read_records(args.input, args.input_format, args.text_field, args.invalid_utf8, pair_field)
-    if pair_field is None and run.config.data.task == "single_label":
-        rows = predict_records(run, records, args.batch_size)
-    else:  # pairs, multi-label, regression: one row per input row, in input order (tfm_cls.tasks)
-        rows = predict_task_records(run, records, args.batch_size)
-    if args.output == "-":
-        count = write_jsonl(rows, sys.stdout)
-    else:
-        try:  # written beside the target and renamed when complete: never a partial file
-            with atomic_path(args.output) as tmp, open(tmp, "w", encoding="utf-8") as out:
-                count = write_jsonl(rows, out)
-        except OSError as err:
-            if is_disk_full(err, Path(args.output).parent):
-                raise disk_full_error(args.output) from err
-            raise
-    empty = sum(r.empty for r in records)
+    # pairs, multi-label, regression: one row per input row, in input order (tfm_cls.tasks)
+    task_rows = pair_field is not None or run.config.data.task != "single_label"
+    with open_records(args.input, args.input_format, args.text_field, args.invalid_utf8, stats, pair_field) as records:
+        counted = _counting(records, stats)
+        rows = (predict_task_records if task_rows else predict_records)(
+            run, counted, args.batch_size, policy=policy, batching=args.batching, max_tokens=args.max_tokens,
+            buffer_texts=args.buffer_texts, max_length=args.max_length,
+        )
+        if args.output == "-":
+            count = write_jsonl(rows, sys.stdout)
+        else:
+            try:  # written beside the target and renamed when complete: never a partial file
+                with atomic_path(args.output) as tmp, open(tmp, "w", encoding="utf-8") as out:
+                    count = write_jsonl(rows, out)
+            except OSError as err:
+                if is_disk_full(err, Path(args.output).parent):
+                    raise disk_full_error(args.output) from err
+                raise
+    empty = stats.empty
     logger.info("predicted %d texts -> %s%s", count - empty, args.output,
                 f" ({empty} empty lines: rows with \"empty\": true and no label)" if empty else "")
     if stats.invalid_utf8:
         logger.warning("replaced invalid UTF-8 on %d lines with U+FFFD", stats.invalid_utf8)
     return 0
+
+
+def _counting(records, stats):
+    """Pass records through, counting the empty ones (the input is read lazily)."""
+    for record in records:
+        stats.empty += record.empty
+        yield record
 
 
 # ---- ONNX: export, verify, quantize, infer ------------------------------------------------------------
@@ -295,6 +343,9 @@ def _config_arguments(p: argparse.ArgumentParser, kind: str, example: str, defau
 
 
 def build_parser() -> argparse.ArgumentParser:
+    # The inference flags are the ONNX script's own (same names and meaning); it imports no torch.
+    from tfm_cls.export.infer import add_inference_options
+
     parser = argparse.ArgumentParser(prog="tfm-cls", description=__doc__.split("\n\n")[0])
     parser.add_argument("--version", action="version", version=f"tfm-cls {__version__}")
     parser.add_argument("-v", "--verbose", action="store_true", help="debug logging, and tracebacks of failures")
@@ -339,7 +390,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("overrides", nargs="*", metavar="KEY=VALUE",
                    help="data config overrides, e.g. label_column=topic text_columns=[title,body]")
     p.add_argument("--output", help="write the metrics JSON here (default: stdout)")
-    p.add_argument("--batch-size", type=_positive, default=128)
+    add_inference_options(p, batch_size=128, streaming=False)
     p.add_argument("--device", default="cpu", help="auto, cpu, cuda or cuda:N (default: cpu)")
     p.set_defaults(func=cmd_eval)
 
@@ -354,7 +405,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--pair-field", default=None,
                    help="sentence pairs: the second text's key (jsonl) or column (csv/tsv) "
                         "(default: the run's data.text_pair_column)")
-    p.add_argument("--batch-size", type=_positive, default=64)
+    add_inference_options(p, batch_size=64)
     p.add_argument("--device", default="cpu", help="auto, cpu, cuda or cuda:N (default: cpu)")
     p.add_argument("--invalid-utf8", choices=("error", "replace"), default="error",
                    help="error: stop, naming the line and byte offset (default); replace: substitute U+FFFD and count")

@@ -339,13 +339,54 @@ class TokenizerConfig:
     min_frequency: int = 2
     """A word piece must occur this often in the training texts to enter the vocabulary."""
     lowercase: bool = True
-    max_length: int = 256
-    """Tokens per text including [CLS] and [SEP]; longer texts are truncated (and counted)."""
+    max_length: int | typing.Literal["auto"] = 256
+    """Tokens per text including [CLS] and [SEP]; longer texts are truncated (and counted), or split
+    into windows (`chunk`). `auto`: the `length_percentile`-th percentile of the training texts'
+    token lengths, at most `max_length_cap` and the model's position limit; the run's saved
+    config.yaml holds the number chosen (docs/long-documents.md)."""
+    length_percentile: float = 95.0
+    """With `max_length: auto`: the smallest length that at least this percentage of the training
+    texts fit in (a percentile in (0, 100])."""
+    max_length_cap: int = 512
+    """With `max_length: auto`: the cost cap; attention costs grow with the square of the length."""
+    truncation: typing.Literal["head", "tail", "head+tail"] = "head"
+    """Which tokens of a longer text are kept, in training and inference: the first (`head`), the
+    last (`tail`), or the first `head_fraction` of the budget plus the last rest (`head+tail`; Sun
+    et al. 2019 found head 128 + tail 382 best on IMDB). [CLS] and [SEP] are always kept."""
+    head_fraction: float = 0.25
+    """With `head+tail`: the share of the text-token budget taken from the head (rounded)."""
+    chunk: bool = False
+    """Inference (eval, predict, the ONNX script): classify a longer text as overlapping windows of
+    `max_length` tokens and aggregate the windows (`aggregate`) instead of truncating it."""
+    stride: int | None = None
+    """With `chunk`: the tokens each window shares with the one before (as `stride` in Hugging Face
+    tokenizers); must be smaller than the window. null: a quarter of the window's text tokens."""
+    aggregate: typing.Literal["mean", "max"] = "mean"
+    """With `chunk`: a text's scores are the mean or the max of its windows' scores."""
+    aggregate_scores: typing.Literal["logits", "probabilities"] = "logits"
+    """With `chunk`: aggregate the windows' logits, or their probabilities."""
 
     def __post_init__(self) -> None:
         require(self.vocab_size >= 100, f"tokenizer.vocab_size: expected >= 100, got {self.vocab_size}")
-        require(self.max_length >= 3, f"tokenizer.max_length: expected >= 3, got {self.max_length}")
+        require(
+            self.max_length == "auto" or self.max_length >= 3,
+            f"tokenizer.max_length: expected >= 3 or auto, got {self.max_length}",
+        )
         require(self.min_frequency >= 1, f"tokenizer.min_frequency: expected >= 1, got {self.min_frequency}")
+        require(
+            0.0 < self.length_percentile <= 100.0,
+            f"tokenizer.length_percentile: expected a percentile in (0, 100], got {self.length_percentile}",
+        )
+        require(self.max_length_cap >= 3, f"tokenizer.max_length_cap: expected >= 3, got {self.max_length_cap}")
+        require(0.0 <= self.head_fraction <= 1.0, f"tokenizer.head_fraction: expected [0, 1], got {self.head_fraction}")
+        require(self.stride is None or self.stride >= 0, f"tokenizer.stride: expected >= 0 or null, got {self.stride}")
+        window = self.max_length if self.max_length != "auto" else self.max_length_cap
+        require(
+            self.stride is None or self.stride < window,
+            f"tokenizer.stride={self.stride} must be smaller than the window (max_length={self.max_length}"
+            + (f", at most max_length_cap={self.max_length_cap}" if self.max_length == "auto" else "")
+            + "): windows that share all their tokens never advance",
+        )
 
 
 @dataclasses.dataclass(kw_only=True)
@@ -355,8 +396,9 @@ class ModelConfig:
     num_layers: int = 2
     dim_feedforward: int = 512
     dropout: float = 0.1
-    max_len: int = 512
-    """Size of the positional encoding: must be >= tokenizer.max_length."""
+    max_len: int | typing.Literal["auto"] = 512
+    """Size of the positional encoding: must be >= tokenizer.max_length. `auto`: tokenizer.max_length
+    (after `auto` there is resolved); not with `init_from` (the pretrained model has its own)."""
     pooling: typing.Literal["mean", "cls", "max"] = "mean"
     norm_first: bool = True
     activation: typing.Literal["gelu", "relu"] = "gelu"
@@ -377,6 +419,8 @@ class ModelConfig:
         require(0.0 <= self.dropout < 1.0, f"model.dropout: expected a value in [0, 1), got {self.dropout}")
 
     def model_kwargs(self) -> dict[str, typing.Any]:
+        if self.max_len == "auto":
+            raise ValueError("model.max_len is auto: resolve it (train.resolve_lengths) before building the model")
         """Constructor arguments of `TransformerClassifier` (everything but `init_from`)."""
         kwargs = dataclasses.asdict(self)
         kwargs.pop("init_from")
@@ -542,10 +586,28 @@ class ClassifierConfig(RunConfig):
             self.data.task == "single_label" or self.train.label_smoothing == 0.0,
             f"train.label_smoothing applies to single_label only (data.task={self.data.task})",
         )
+        tok = self.tokenizer
+        if self.data.text_pair_column is not None:
+            # A pair is truncated by the tokenizer, its longer text first (longest_first); the
+            # long-text policy (docs/long-documents.md) cuts and windows single texts only.
+            require(
+                tok.truncation == "head" and not tok.chunk and tok.max_length != "auto",
+                "tokenizer.truncation / chunk / max_length: auto apply to single texts; sentence pairs "
+                "(data.text_pair_column) are truncated longer text first at a fixed max_length "
+                f"(got truncation={tok.truncation!r}, chunk={tok.chunk}, max_length={tok.max_length!r})",
+            )
+        require(
+            self.data.task == "single_label" or not tok.chunk,
+            f"tokenizer.chunk (windows aggregated per text) applies to single_label only (data.task={self.data.task})",
+        )
         if self.model.init_from is None:
             # With init_from the tokenizer comes from the pretrained model; checked after loading.
+            length, limit = self.tokenizer.max_length, self.model.max_len
             require(
-                self.tokenizer.max_length <= self.model.max_len,
-                f"tokenizer.max_length={self.tokenizer.max_length} exceeds model.max_len={self.model.max_len} "
+                length == "auto" or limit == "auto" or length <= limit,
+                f"tokenizer.max_length={length} exceeds model.max_len={limit} "
                 "(the positional encoding's size): lower tokenizer.max_length or raise model.max_len",
             )
+        else:
+            require(self.model.max_len != "auto",
+                    "model.max_len: auto needs a model trained from scratch; with model.init_from give a number")

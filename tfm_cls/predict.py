@@ -4,27 +4,40 @@ engine's evaluation, DDP-aware), and batch prediction of texts read from txt / j
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import json
 import time
-from collections.abc import Iterator
+from collections.abc import Iterable, Iterator
 from pathlib import Path
 from typing import Any, TextIO
 
 import numpy as np
 import torch
 import torch.nn.functional as F
-from tokenizers import Tokenizer
 
 from tfm_cls import distributed as D
 from tfm_cls.batching import LengthBucketSampler, TokenizedSplit, batch_loader
 from tfm_cls.errors import InputError
-from tfm_cls.export.infer import InferenceError, Record, Stats, open_input, prediction_row
+from tfm_cls.export.infer import (
+    DEFAULT_MAX_TOKENS,
+    InferenceError,
+    LongText,
+    Record,
+    Stats,
+    TextEncoder,
+    aggregate_windows,
+    chunks,
+    open_input,
+    pad_batch,
+    plan_batches,
+    prediction_row,
+)
 from tfm_cls.export.infer import read_records as infer_read_records
 from tfm_cls.metrics import classification_metrics
 from tfm_cls.precision import Precision
 from tfm_cls.runs import LoadedRun
 from tfm_cls.tasks import SINGLE_LABEL, Head, MultiLabelHead, head_for
-from tfm_cls.tokenizer import PAD_ID
+from tfm_cls.tokenizer import PAD_ID, long_text_of, text_encoder
 
 FORMATS = ("auto", "txt", "jsonl", "csv")
 
@@ -38,7 +51,8 @@ def predict_logits(
     *, env: D.DistEnv | None = None, amp: Precision | None = None,
 ) -> np.ndarray:
     """Logits [N, C] in the split's order (batches sorted by length for speed). Under DDP each
-    rank predicts its shard and the rows are gathered: every rank gets all N rows, each once."""
+    rank predicts its shard and the rows are gathered: every rank gets all N rows, each once.
+    A windowed split (chunked inference) gets the aggregate of each example's windows."""
     env = env or D.DistEnv(device=device)
     was_training = model.training
     model.eval()
@@ -57,16 +71,19 @@ def predict_logits(
     local = np.concatenate(parts) if parts else np.zeros((0, num_classes), dtype=np.float32)  # [n_rank, C]
     indices = D.all_gather_rows(np.asarray(rows, dtype=np.int64), env)  # [N]
     gathered = D.all_gather_rows(local, env)  # [N, C]
-    counts = np.bincount(indices, minlength=len(split))
-    if len(counts) != len(split) or not (counts == 1).all():
+    counts = np.bincount(indices, minlength=split.num_rows)
+    if len(counts) != split.num_rows or not (counts == 1).all():
         raise RuntimeError(
-            f"evaluation covered {int((counts > 0).sum())} of {len(split)} examples with {len(indices)} predictions: "
+            f"evaluation covered {int((counts > 0).sum())} of {split.num_rows} examples with {len(indices)} predictions: "
             "each example must be predicted exactly once"
         )
-    out = np.empty((len(split), num_classes), dtype=np.float32)
+    out = np.empty((split.num_rows, num_classes), dtype=np.float32)
     out[indices] = gathered
     model.train(was_training)
-    return out
+    if split.windows is None:
+        return out
+    policy = split.policy or LongText(chunk=True)
+    return aggregate_windows(out, split.windows, policy.aggregate, policy.scores)
 
 
 def evaluate(
@@ -132,39 +149,93 @@ def read_texts(path: str, fmt: str = "auto", column: str = "text") -> list[str]:
     return [r.text for r in read_records(path, fmt, column)[0]]
 
 
-def _batches(n: int, lengths: list[int], batch_size: int) -> Iterator[list[int]]:
-    order = np.argsort(lengths, kind="stable")  # similar lengths together: little padding
-    for start in range(0, n, batch_size):
-        yield order[start : start + batch_size].tolist()
+@contextlib.contextmanager
+def open_records(
+    path: str, fmt: str = "auto", column: str = "text", invalid_utf8: str = "error", stats: Stats | None = None,
+    pair_column: str | None = None,
+) -> Iterator[Iterator[Record]]:
+    """The records of `read_records`, read lazily (a file of any size in bounded memory); a bad
+    line is an InputError when the iteration reaches it."""
+    stats = stats if stats is not None else Stats()
+    name = "<stdin>" if path == "-" else path
+    try:
+        stream = open_input(path)
+    except InferenceError as err:
+        raise InputError(str(err).replace("input file not found:", "input file does not exist:")) from None
+
+    def records() -> Iterator[Record]:
+        try:
+            yield from infer_read_records(stream, name, _format_of(path, fmt), column, invalid_utf8, stats,
+                                          pair_column)
+        except InferenceError as err:
+            raise InputError(str(err)) from None
+
+    try:
+        yield records()
+    finally:
+        if path != "-":
+            stream.close()
 
 
-def _encode(run: LoadedRun, texts: list[str]) -> tuple[list[list[int]], list[bool]]:
-    """Token ids of each text (truncated as in training) and whether it was truncated."""
-    tokenizer = Tokenizer.from_str(run.tokenizer.to_str())
-    tokenizer.no_padding()  # each batch is padded to its own longest text
-    encodings = tokenizer.encode_batch(texts) if texts else []
-    return [e.ids for e in encodings], [bool(e.overflowing) for e in encodings]
+def run_policy(run: LoadedRun, **overrides: Any) -> LongText:
+    """The run's long-text policy (its tokenizer config), with command-line overrides (None = keep).
+    Chunking (windows aggregated per text) serves single-label runs on single texts; a sentence
+    pair is truncated by the tokenizer, its longer text first, so it takes no other strategy."""
+    policy = long_text_of(run.config.tokenizer, **overrides)
+    data = run.config.data
+    if policy.chunk and (data.task != SINGLE_LABEL or data.text_pair_column is not None):
+        raise InputError(f"--chunk applies to single_label runs on single texts; {run.run_dir} is a "
+                         f"{data.task}{' sentence-pair' if data.text_pair_column else ''} run")
+    if data.text_pair_column is not None and policy.truncation != "head":
+        raise InputError(f"--truncation applies to single texts; {run.run_dir} classifies sentence pairs "
+                         "(truncated longer text first)")
+    return policy
+
+
+@torch.no_grad()
+def _row_logits(run: LoadedRun, ids: list[list[int]], batches: list[list[int]]) -> np.ndarray:
+    """Logits [len(ids), C] of model rows, batch by batch, in row order."""
+    device = next(run.model.parameters()).device
+    pad_id = run.model.config.get("pad_token_id") or 0
+    logits = np.zeros((len(ids), len(run.labels)), dtype=np.float32)
+    for rows in batches:
+        input_ids, mask = pad_batch(ids, rows, pad_id)  # [B, T]
+        out = run.model(torch.from_numpy(input_ids).to(device), torch.from_numpy(mask).to(device))  # [B, C]
+        logits[rows] = out.float().cpu().numpy()
+    return logits
+
+
+@torch.no_grad()
+def classify_texts(
+    run: LoadedRun, texts: list[str], *, policy: LongText | None = None, batching: str = "tokens",
+    batch_size: int = 64, max_tokens: int = DEFAULT_MAX_TOKENS, max_length: int | None = None,
+    encoder: TextEncoder | None = None,
+) -> tuple[np.ndarray, list[bool], list[int]]:
+    """Probabilities [len(texts), C] in input order, whether each text was truncated and its number
+    of windows: the PyTorch twin of export/infer.py's Classifier.classify (same encoder, same
+    batches, same aggregation). Rows are sorted by length into batches (`tokens`: up to
+    `max_tokens` padded tokens each; `fixed`: `batch_size` rows)."""
+    policy = encoder.policy if encoder is not None else policy or run_policy(run)
+    enc = (encoder or text_encoder(run.tokenizer, policy, max_length)).encode(texts)
+    batches = plan_batches([len(x) for x in enc.ids], batching, batch_size, max_tokens)
+    logits = _row_logits(run, enc.ids, batches)
+    if policy.chunk:
+        logits = aggregate_windows(logits, enc.windows, policy.aggregate, policy.scores)
+    return torch.softmax(torch.from_numpy(logits), dim=-1).numpy(), enc.truncated, enc.windows
 
 
 @torch.no_grad()
 def predict_proba(
-    run: LoadedRun, texts: list[str], batch_size: int = 64, encodings: list[list[int]] | None = None,
+    run: LoadedRun, texts: list[str], batch_size: int = 64, encodings: list[list[int]] | None = None, *,
+    batching: str = "tokens", max_tokens: int = DEFAULT_MAX_TOKENS, policy: LongText | None = None,
 ) -> np.ndarray:
-    """Class probabilities [len(texts), num_classes] (softmax of the logits), in input order."""
-    device = next(run.model.parameters()).device
-    encodings = _encode(run, texts)[0] if encodings is None else encodings
-    probs = np.zeros((len(texts), len(run.labels)), dtype=np.float32)
-    pad_id = run.model.config.get("pad_token_id") or 0
-    for indices in _batches(len(texts), [len(e) for e in encodings], batch_size):
-        width = max(len(encodings[i]) for i in indices)
-        ids = torch.full((len(indices), width), pad_id, dtype=torch.long)  # [B, T]
-        mask = torch.zeros((len(indices), width), dtype=torch.long)  # [B, T]
-        for row, i in enumerate(indices):
-            ids[row, : len(encodings[i])] = torch.tensor(encodings[i], dtype=torch.long)
-            mask[row, : len(encodings[i])] = 1
-        logits = run.model(ids.to(device), mask.to(device))  # [B, C]
-        probs[indices] = torch.softmax(logits.float(), dim=-1).cpu().numpy()
-    return probs
+    """Class probabilities [len(texts), num_classes] (softmax of the logits), in input order.
+    `encodings`: ready token ids, one row per text (no windows)."""
+    if encodings is None:
+        return classify_texts(run, texts, policy=policy, batching=batching, batch_size=batch_size,
+                              max_tokens=max_tokens)[0]
+    batches = plan_batches([len(e) for e in encodings], batching, batch_size, max_tokens)
+    return torch.softmax(torch.from_numpy(_row_logits(run, encodings, batches)), dim=-1).numpy()
 
 
 def run_head(run: LoadedRun) -> Head:
@@ -173,57 +244,86 @@ def run_head(run: LoadedRun) -> Head:
 
 
 @torch.no_grad()
-def predict_task_logits(run: LoadedRun, texts: list[str], pairs: list[str] | None = None, batch_size: int = 64) -> np.ndarray:
-    """Logits [len(texts), outputs] in input order, for single texts or (texts[i], pairs[i])
-    sentence pairs (the pair template with token_type_ids; the longer side truncated first)."""
+def predict_task_logits(
+    run: LoadedRun, texts: list[str], pairs: list[str] | None = None, batch_size: int = 64, *,
+    policy: LongText | None = None, batching: str = "tokens", max_tokens: int = DEFAULT_MAX_TOKENS,
+    max_length: int | None = None,
+) -> np.ndarray:
+    """Logits [len(texts), outputs] in input order, for single texts (cut by the run's truncation
+    strategy, the encoder of predict_records) or (texts[i], pairs[i]) sentence pairs (the pair
+    template with token_type_ids; the longer side truncated first). No windows: chunking serves
+    single-label runs only (run_policy)."""
     from tfm_cls.batching import pair_truncation
+    from tfm_cls.tokenizer import configure_truncation, max_length_of
 
     device = next(run.model.parameters()).device
-    tokenizer = pair_truncation(run.tokenizer) if pairs is not None else Tokenizer.from_str(run.tokenizer.to_str())
-    tokenizer.no_padding()  # each batch is padded below, to its own longest text
-    inputs = list(zip(texts, pairs)) if pairs is not None else texts
-    encodings = tokenizer.encode_batch(inputs) if texts else []
+    if pairs is not None:
+        tokenizer = run.tokenizer if max_length is None else configure_truncation(run.tokenizer, max_length)
+        tokenizer = pair_truncation(tokenizer)
+        tokenizer.no_padding()  # each batch is padded below, to its own longest text
+        encodings = tokenizer.encode_batch(list(zip(texts, pairs))) if texts else []
+        ids, types = [e.ids for e in encodings], [e.type_ids for e in encodings]
+    else:
+        policy = dataclasses.replace(policy or run_policy(run), chunk=False)
+        ids, types = text_encoder(run.tokenizer, policy, max_length or max_length_of(run.tokenizer)).encode(texts).ids, None
     out = np.zeros((len(texts), int(run.model.config["num_classes"])), dtype=np.float32)
     pad_id = run.model.config.get("pad_token_id") or 0
-    for indices in _batches(len(texts), [len(e.ids) for e in encodings], batch_size):
-        width = max(len(encodings[i].ids) for i in indices)
-        ids = torch.full((len(indices), width), pad_id, dtype=torch.long)  # [B, T]
-        mask = torch.zeros((len(indices), width), dtype=torch.long)  # [B, T]
-        types = torch.zeros((len(indices), width), dtype=torch.long)  # [B, T]
-        for row, i in enumerate(indices):
-            n = len(encodings[i].ids)
-            ids[row, :n] = torch.tensor(encodings[i].ids, dtype=torch.long)
-            mask[row, :n] = 1
-            types[row, :n] = torch.tensor(encodings[i].type_ids, dtype=torch.long)
-        args = (ids.to(device), mask.to(device)) + ((types.to(device),) if pairs is not None else ())
-        out[indices] = run.model(*args).float().cpu().numpy()
+    for rows in plan_batches([len(x) for x in ids], batching, batch_size, max_tokens):
+        input_ids, mask = pad_batch(ids, rows, pad_id)  # [B, T]
+        args = [torch.from_numpy(input_ids).to(device), torch.from_numpy(mask).to(device)]
+        if types is not None:
+            type_ids = np.zeros_like(input_ids)  # [B, T], 0 under padding
+            for r, i in enumerate(rows):
+                type_ids[r, : len(types[i])] = types[i]
+            args.append(torch.from_numpy(type_ids).to(device))
+        out[rows] = run.model(*args).float().cpu().numpy()
     return out
 
 
-def predict_records(run: LoadedRun, records: list[Record], batch_size: int = 64) -> Iterator[dict[str, Any]]:
+def predict_records(
+    run: LoadedRun, records: Iterable[Record], batch_size: int = 64, *, policy: LongText | None = None,
+    batching: str = "tokens", max_tokens: int = DEFAULT_MAX_TOKENS, buffer_texts: int = 8192,
+    max_length: int | None = None,
+) -> Iterator[dict[str, Any]]:
     """One output row per record, in order (the rows of export/infer.py: id, line, label, score,
-    probabilities, truncated, empty); an empty record's row has label None and "empty": true."""
-    full = [r for r in records if not r.empty]
-    ids, truncated = _encode(run, [r.text for r in full])
-    probs = predict_proba(run, [r.text for r in full], batch_size, ids)
-    results = iter(zip(probs, truncated))
-    for record in records:
-        yield prediction_row(record, run.labels, None, False) if record.empty else prediction_row(
-            record, run.labels, *next(results)
-        )
+    probabilities, truncated, windows with chunking, empty); an empty record's row has label None
+    and "empty": true. Records are consumed `buffer_texts` at a time, so memory stays bounded."""
+    policy = policy or run_policy(run)
+    encoder = text_encoder(run.tokenizer, policy, max_length)  # a bad policy fails before the first row
+    for chunk in chunks(records, buffer_texts):
+        full = [r for r in chunk if not r.empty]
+        probs, truncated, windows = classify_texts(
+            run, [r.text for r in full], batching=batching, batch_size=batch_size, max_tokens=max_tokens,
+            encoder=encoder,
+        ) if full else ([], [], [])
+        results = iter(zip(probs, truncated, windows))
+        for record in chunk:
+            if record.empty:
+                yield prediction_row(record, run.labels, None, False, 0 if policy.chunk else None)
+            else:
+                p, t, w = next(results)
+                yield prediction_row(record, run.labels, p, t, w if policy.chunk else None)
 
 
-def predict_task_records(run: LoadedRun, records: list[Record], batch_size: int = 64) -> Iterator[dict[str, Any]]:
+def predict_task_records(
+    run: LoadedRun, records: Iterable[Record], batch_size: int = 64, *, policy: LongText | None = None,
+    batching: str = "tokens", max_tokens: int = DEFAULT_MAX_TOKENS, buffer_texts: int = 8192,
+    max_length: int | None = None,
+) -> Iterator[dict[str, Any]]:
     """Rows of a multi-label, regression or sentence-pair run (tfm_cls.tasks records: `labels` +
     `scores`, `value`, or `label` + `score`), one per record, in order; an empty record's row
-    only says `"empty": true`."""
-    full = [r for r in records if not r.empty]
-    pairs = [r.pair for r in full] if full and full[0].pair is not None else None
-    logits = predict_task_logits(run, [r.text for r in full], pairs, batch_size)
-    rows = iter(run_head(run).records(logits, run.labels))
-    for record in records:
-        base = {"id": record.id, "line": record.line}
-        yield {**base, "empty": True} if record.empty else {**base, **next(rows), "empty": False}
+    only says `"empty": true`. Records are consumed `buffer_texts` at a time."""
+    head = run_head(run)
+    policy = policy or run_policy(run)
+    for chunk in chunks(records, buffer_texts):
+        full = [r for r in chunk if not r.empty]
+        pairs = [r.pair for r in full] if full and full[0].pair is not None else None
+        logits = predict_task_logits(run, [r.text for r in full], pairs, batch_size, policy=policy,
+                                     batching=batching, max_tokens=max_tokens, max_length=max_length)
+        rows = iter(head.records(logits, run.labels))
+        for record in chunk:
+            base = {"id": record.id, "line": record.line}
+            yield {**base, "empty": True} if record.empty else {**base, **next(rows), "empty": False}
 
 
 def write_jsonl(records: Iterator[dict[str, Any]], out: TextIO) -> int:

@@ -36,7 +36,7 @@ import yaml
 from tokenizers import Tokenizer
 
 from tfm_cls.checkpoint import load_weights
-from tfm_cls.config import ClassifierConfig, load_config, to_dict
+from tfm_cls.config import ClassifierConfig, from_dict, load_config, to_dict
 from tfm_cls.errors import ConfigError, RunDirError, TfmClsError
 from tfm_cls.io import read_json
 from tfm_cls.tokenizer import load_tokenizer
@@ -122,6 +122,16 @@ def config_differences(saved: dict[str, Any], current: dict[str, Any]) -> list[t
     return [(k, a.get(k), b.get(k)) for k in sorted(set(a) | set(b)) if k not in IGNORED_FOR_IDENTITY and a.get(k) != b.get(k)]
 
 
+def _with_defaults(saved: dict[str, Any], cls: type) -> dict[str, Any]:
+    """A saved config with the keys it predates filled in with their defaults, so that a run
+    written before a key existed still counts as the same run (resume, rerun checks); as saved
+    when it no longer loads (the comparison then names the difference)."""
+    try:
+        return to_dict(from_dict(cls, saved, "saved config"))
+    except (ConfigError, TypeError, ValueError):
+        return saved
+
+
 def prepare_run_dir(
     config: Any, *, config_file: str, run_files: Iterable[str], kind: str, resume: bool, overwrite: bool,
 ) -> Path:
@@ -139,7 +149,7 @@ def prepare_run_dir(
     if resume and not (saved_config.is_file() and (run_dir / LAST_CHECKPOINT).is_file()):
         raise RunDirError(f"--resume: {run_dir} holds no {kind}checkpoint to resume ({LAST_CHECKPOINT} missing)")
     if saved_config.is_file():
-        saved = yaml.safe_load(saved_config.read_text(encoding="utf-8")) or {}
+        saved = _with_defaults(yaml.safe_load(saved_config.read_text(encoding="utf-8")) or {}, type(config))
         differs = config_differences(saved, to_dict(config))
         if differs and (resume or not overwrite):
             shown = ", ".join(f"{k}: {a!r} -> {b!r}" for k, a, b in differs[:5])

@@ -10,13 +10,16 @@ deployment needs.
 from __future__ import annotations
 
 import logging
-from collections.abc import Iterable
+import math
+from collections.abc import Iterable, Sequence
 from pathlib import Path
 
+import numpy as np
 from tokenizers import Tokenizer, decoders, models, normalizers, pre_tokenizers, processors, trainers
 
 from tfm_cls.config import TokenizerConfig
-from tfm_cls.errors import RunDirError
+from tfm_cls.errors import ConfigError, InputError, RunDirError
+from tfm_cls.export.infer import InferenceError, LongText, TextEncoder
 from tfm_cls.io import atomic_path
 
 logger = logging.getLogger(__name__)
@@ -108,16 +111,22 @@ def _train_wordpiece_deterministically(tokenizer: Tokenizer, texts: list[str], c
     return trained
 
 
-def train_tokenizer(texts: Iterable[str], cfg: TokenizerConfig) -> Tokenizer:
+def train_tokenizer(texts: Iterable[str], cfg: TokenizerConfig, position_limit: int | None = None) -> Tokenizer:
     """Train a WordPiece or BPE tokenizer on `texts` (an iterable of strings, e.g. a dataset column).
-    Deterministic: the same texts and config give the same tokenizer in any process."""
+    Deterministic: the same texts and config give the same tokenizer in any process. With
+    `max_length: auto` its truncation length comes from the texts (`auto_max_length`), at most
+    `position_limit` (the model's positional encoding) and `cfg.max_length_cap`."""
     tokenizer, trainer = _new_tokenizer(cfg)
+    texts = list(texts) if cfg.kind == "wordpiece" or cfg.max_length == "auto" else texts
     if cfg.kind == "wordpiece":
-        tokenizer = _train_wordpiece_deterministically(tokenizer, list(texts), cfg)
+        tokenizer = _train_wordpiece_deterministically(tokenizer, texts, cfg)
     else:
         tokenizer.train_from_iterator(texts, trainer=trainer)
     logger.info("trained %s tokenizer: %d tokens (asked for %d)", cfg.kind, tokenizer.get_vocab_size(), cfg.vocab_size)
-    return configure(tokenizer, cfg.max_length)
+    if cfg.max_length != "auto":
+        return configure(tokenizer, cfg.max_length)
+    configure(tokenizer, 3)  # the [CLS] $A [SEP] template, so that the lengths below count them
+    return configure(tokenizer, auto_max_length(tokenizer, texts, cfg, position_limit))
 
 
 def save_tokenizer(tokenizer: Tokenizer, path: str | Path) -> None:
@@ -144,6 +153,17 @@ def load_tokenizer(path: str | Path, max_length: int | None = None) -> Tokenizer
     return tokenizer
 
 
+def load_tokenizer_str(tokenizer_json: str, max_length: int, limit: int) -> Tokenizer:
+    """A copy of a tokenizer truncating to `max_length` (a --max-length flag), which must leave
+    room for one text token and stay within the model's `limit`."""
+    tokenizer = Tokenizer.from_str(tokenizer_json)
+    shortest = tokenizer.num_special_tokens_to_add(False) + 1
+    if not shortest <= max_length <= limit:
+        raise InputError(f"--max-length must be in [{shortest}, {limit}] for this model, got {max_length}")
+    tokenizer.enable_truncation(max_length=max_length)
+    return tokenizer
+
+
 def max_length_of(tokenizer: Tokenizer) -> int:
     """The truncation length a tokenizer was configured with."""
     if tokenizer.truncation is None:
@@ -160,3 +180,68 @@ def configure_truncation(tokenizer: Tokenizer, max_length: int) -> Tokenizer:
         pad_id = tokenizer.token_to_id("[PAD]")
         tokenizer.enable_padding(pad_id=pad_id if pad_id is not None else PAD_ID, pad_token="[PAD]")
     return tokenizer
+
+
+# ---- long texts: the length chosen from the data, truncation strategies, windows ------------------
+
+
+def token_lengths(tokenizer: Tokenizer, texts: Sequence[str]) -> np.ndarray:
+    """Untruncated token counts of `texts`, special tokens included."""
+    tok = Tokenizer.from_str(tokenizer.to_str())
+    tok.no_truncation()
+    tok.no_padding()
+    return np.asarray([len(e.ids) for e in tok.encode_batch(list(texts))], dtype=np.int64)
+
+
+def percentile_length(lengths: Sequence[int] | np.ndarray, percentile: float) -> int:
+    """The smallest length L such that at least `percentile` % of `lengths` are <= L (the
+    inverted-CDF percentile: with 100 the longest, with 50 the lower median)."""
+    if not 0.0 < percentile <= 100.0:
+        raise ConfigError(f"tokenizer.length_percentile: expected a percentile in (0, 100], got {percentile}")
+    ordered = np.sort(np.asarray(lengths, dtype=np.int64))
+    if len(ordered) == 0:
+        raise ConfigError("tokenizer.max_length: auto needs training texts to measure")
+    rank = max(1, math.ceil(percentile / 100.0 * len(ordered)))  # 1-based rank of the answer
+    return int(ordered[rank - 1])
+
+
+def auto_max_length(
+    tokenizer: Tokenizer, texts: Sequence[str], cfg: TokenizerConfig, position_limit: int | None = None
+) -> int:
+    """`tokenizer.max_length: auto` resolved: the `length_percentile`-th percentile of the texts'
+    token lengths (special tokens included), capped by `max_length_cap` (the cost cap) and by
+    `position_limit` (the model's positional encoding), and at least 3. Logged."""
+    lengths = token_lengths(tokenizer, texts)
+    wanted = percentile_length(lengths, cfg.length_percentile)
+    caps = {"tokenizer.max_length_cap": cfg.max_length_cap}
+    if position_limit is not None:
+        caps["the model's position limit (model.max_len)"] = int(position_limit)
+    chosen = max(3, min(wanted, *caps.values()))
+    capped_by = [name for name, cap in caps.items() if cap == chosen and cap < wanted]
+    logger.info(
+        "tokenizer.max_length auto: %d tokens (percentile %g of %d training texts' token lengths is %d%s; "
+        "%.1f%% of them are longer and get truncated or windowed)",
+        chosen, cfg.length_percentile, len(lengths), wanted, f", capped by {capped_by[0]}" if capped_by else "",
+        100.0 * float((lengths > chosen).mean()),
+    )
+    return chosen
+
+
+def long_text_of(cfg: TokenizerConfig, **overrides) -> LongText:
+    """The LongText policy (export/infer.py) of a tokenizer config, with some fields overridden
+    (None = keep the config's)."""
+    fields = {
+        "truncation": cfg.truncation, "head_fraction": cfg.head_fraction, "chunk": cfg.chunk, "stride": cfg.stride,
+        "aggregate": cfg.aggregate, "scores": cfg.aggregate_scores,
+    }
+    fields.update({k: v for k, v in overrides.items() if v is not None})
+    return LongText(**fields)
+
+
+def text_encoder(tokenizer: Tokenizer, policy: LongText, max_length: int | None = None) -> TextEncoder:
+    """The one encoder of model rows (export/infer.py's TextEncoder); a policy that cannot work
+    is a ConfigError."""
+    try:
+        return TextEncoder(tokenizer, max_length or max_length_of(tokenizer), policy)
+    except InferenceError as err:
+        raise ConfigError(f"tokenizer: {err}") from None

@@ -13,6 +13,7 @@ evaluation gathers every rank's predictions, and only rank 0 writes the run dire
 
 from __future__ import annotations
 
+import dataclasses
 import logging
 from collections.abc import Iterator
 from pathlib import Path
@@ -20,6 +21,7 @@ from typing import Any
 
 import numpy as np
 import torch
+import yaml
 from tokenizers import Tokenizer
 from torch import Tensor, nn
 
@@ -41,8 +43,10 @@ from tfm_cls.tasks import MULTI_LABEL, REGRESSION, SINGLE_LABEL, THRESHOLDS_FILE
 from tfm_cls.tensorboard import TensorBoardSink
 from tfm_cls.tokenizer import (
     PAD_ID,
+    auto_max_length,
     configure_truncation,
     load_tokenizer,
+    long_text_of,
     max_length_of,
     save_tokenizer,
     train_tokenizer,
@@ -52,10 +56,33 @@ logger = logging.getLogger(__name__)
 
 
 def prepare_run_dir(cfg: ClassifierConfig, *, resume: bool, overwrite: bool) -> Path:
-    """Check the run directory may take this run (runs.prepare_run_dir) and create it."""
+    """Check the run directory may take this run (runs.prepare_run_dir) and create it. A length
+    left `auto` matches the number a run of the same config saved (resolution is deterministic)."""
     return R.prepare_run_dir(
-        cfg, config_file=R.CONFIG_FILE, run_files=R.CLASSIFIER_FILES, kind="", resume=resume, overwrite=overwrite
+        _as_saved(cfg), config_file=R.CONFIG_FILE, run_files=R.CLASSIFIER_FILES, kind="", resume=resume,
+        overwrite=overwrite,
     )
+
+
+def _as_saved(cfg: ClassifierConfig) -> ClassifierConfig:
+    """`cfg` with its `auto` lengths replaced by those the run directory's config.yaml resolved."""
+    saved_file = cfg.resolved_run_dir() / R.CONFIG_FILE
+    if "auto" not in (cfg.tokenizer.max_length, cfg.model.max_len) or not saved_file.is_file():
+        return cfg
+    saved = yaml.safe_load(saved_file.read_text(encoding="utf-8")) or {}
+    length, limit = saved.get("tokenizer", {}).get("max_length"), saved.get("model", {}).get("max_len")
+    if not isinstance(length, int) or not isinstance(limit, int):
+        return cfg
+    return resolved_lengths(cfg, length, limit if cfg.model.max_len == "auto" else cfg.model.max_len)
+
+
+def resolved_lengths(cfg: ClassifierConfig, max_length: int, max_len: int | str) -> ClassifierConfig:
+    """`cfg` with tokenizer.max_length and model.max_len set to the numbers chosen for them."""
+    try:
+        tokenizer = dataclasses.replace(cfg.tokenizer, max_length=max_length)
+        return dataclasses.replace(cfg, tokenizer=tokenizer, model=dataclasses.replace(cfg.model, max_len=max_len))
+    except ValueError as err:  # e.g. a stride no longer smaller than the window chosen
+        raise ConfigError(f"with tokenizer.max_length auto = {max_length}: {err}") from None
 
 
 def build_model_and_tokenizer(
@@ -66,6 +93,7 @@ def build_model_and_tokenizer(
     (the run directory need not be on a disk every node sees)."""
     env = env or D.DistEnv()
     num_classes = head_for(cfg).num_outputs(len(data.labels))
+    auto = cfg.tokenizer.max_length == "auto"
     if resume:  # exactly what the interrupted run built (weights come from the checkpoint)
         tokenizer = D.on_main(env, load_tokenizer, run_dir / R.TOKENIZER_FILE)
         model = R.build_model(D.on_main(env, read_json, run_dir / R.MODEL_CONFIG_FILE))
@@ -73,20 +101,29 @@ def build_model_and_tokenizer(
         from tfm_cls.pretrained import load_pretrained
 
         model, tokenizer = load_pretrained(cfg.model.init_from, cfg.model, num_classes)
-        tokenizer = configure_truncation(tokenizer, cfg.tokenizer.max_length)
+        length = cfg.tokenizer.max_length
+        if auto:
+            length = D.on_main(env, auto_max_length, tokenizer, data.splits["train"]["text"], cfg.tokenizer,
+                               model.config["max_len"])
+        tokenizer = configure_truncation(tokenizer, length)
     else:
         train_split = data.splits["train"]
         texts = train_split["text"]
         if "text_pair" in train_split.column_names:  # the vocabulary covers both sides of a pair
             texts = [*texts, *train_split["text_pair"]]
-        tokenizer = D.on_main(env, train_tokenizer, texts, cfg.tokenizer)
+        # `auto` lengths: the tokenizer (whose vocabulary does not depend on them) measures the
+        # training texts, and the model's position table is sized to the length chosen.
+        limit = None if cfg.model.max_len == "auto" else cfg.model.max_len
+        tokenizer = D.on_main(env, train_tokenizer, texts, cfg.tokenizer, limit)
+        max_len = max_length_of(tokenizer) if cfg.model.max_len == "auto" else cfg.model.max_len
+        model_kwargs = dataclasses.replace(cfg.model, max_len=max_len).model_kwargs()
         segments = cfg.model.segment_embedding
         if segments is None:
             segments = cfg.data.text_pair_column is not None
         extra = {"type_vocab_size": 2} if segments else {}  # absent for single texts: the model is unchanged
         model = R.build_model(
             dict(vocab_size=tokenizer.get_vocab_size(), num_classes=num_classes, pad_token_id=PAD_ID,
-                 **cfg.model.model_kwargs(), **extra)
+                 **model_kwargs, **extra)
         )
     if not resume and cfg.data.task == REGRESSION:
         # The head starts at the mean training target, so the first steps learn the signal, not the offset.
@@ -174,6 +211,8 @@ def train(
         if not score_test:
             data.splits.pop("test", None)
         model, tokenizer = build_model_and_tokenizer(cfg, data, run_dir, resume, env)
+        cfg = resolved_lengths(cfg, max_length_of(tokenizer), model.config["max_len"] if cfg.model.max_len == "auto"
+                               else cfg.model.max_len)  # saved below as numbers
         model.to(env.device)
         if env.distributed:  # same initial weights everywhere (DDP broadcasts rank 0's), own dropout masks
             torch.manual_seed(cfg.seed + env.rank)
@@ -183,7 +222,7 @@ def train(
             write_json(run_dir / R.LABELS_FILE, data.labels)
             save_tokenizer(tokenizer, run_dir / R.TOKENIZER_FILE)
         with D.main_first(env):
-            splits = tokenize_splits(data.splits, tokenizer)
+            splits = tokenize_splits(data.splits, tokenizer, long_text_of(cfg.tokenizer))
         task = ClassificationTask(cfg, model, splits, data.labels, run_dir, env, amp)
         logger.info(
             "model: %.2fM parameters, %d layers, d_model %d, device %s, %s",

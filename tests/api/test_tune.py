@@ -112,10 +112,10 @@ def test_trials_never_touch_the_test_split(tmp_path, monkeypatch):
     seen_splits, seen_sizes = [], []
     tokenize, evaluate = T.tokenize_splits, T.evaluate
 
-    def spy_tokenize(splits, tokenizer):
+    def spy_tokenize(splits, tokenizer, *args, **kwargs):
         seen_splits.extend(splits)
         assert not any("zzsentinel" in t for ds in splits.values() for t in ds["text"])
-        return tokenize(splits, tokenizer)
+        return tokenize(splits, tokenizer, *args, **kwargs)
 
     def spy_evaluate(model, split, *args, **kwargs):
         seen_sizes.append(len(split))

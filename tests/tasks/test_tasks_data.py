@@ -132,3 +132,20 @@ def test_config_checks():
         load_config(ClassifierConfig, None, [*base, "data.task=ranking"])
     with pytest.raises(ConfigError, match="unknown key"):
         load_config(ClassifierConfig, None, [*base, "regression.los=mse"])
+
+
+def test_long_text_policy_with_tasks(tmp_path):
+    """After merging long documents: pairs take no long-text policy (truncated longer text first),
+    chunking serves single_label only, and a multi-label split truncated by `tail` keeps float targets."""
+    base = ["data.path=x"]
+    pair = [*base, "data.text_pair_column=hypothesis"]
+    for override in ("tokenizer.chunk=true", "tokenizer.truncation=tail", "tokenizer.max_length=auto"):
+        with pytest.raises(ConfigError, match="apply to single texts; sentence pairs"):
+            load_config(ClassifierConfig, None, [*pair, override])
+    with pytest.raises(ConfigError, match="tokenizer.chunk .* applies to single_label only"):
+        load_config(ClassifierConfig, None, [*base, "data.task=regression", "train.best_metric=mse",
+                                             "tokenizer.chunk=true"])
+    assert load_config(ClassifierConfig, None, [*base, "tokenizer.chunk=true"]).tokenizer.chunk
+    cfg = load_config(ClassifierConfig, None, [*base, "data.task=multi_label", "train.best_metric=micro_f1",
+                                               "tokenizer.truncation=tail"])
+    assert cfg.tokenizer.truncation == "tail"

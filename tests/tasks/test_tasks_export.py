@@ -136,6 +136,18 @@ def test_infer_pair_row_missing_its_second_text_names_file_and_line(exported, tm
     assert proc.returncode == 2 and "sentence pairs need jsonl, csv or tsv input" in proc.stderr
 
 
+def test_infer_refuses_long_text_options_a_pair_or_regression_model_cannot_take(exported, tmp_path):
+    """Long documents merged with tasks: a pair keeps longest_first truncation; windows are for single-label."""
+    T.write_jsonl(tmp_path / "in.jsonl", [{"text": "cat", "text_pair": "dog"}])
+    script = _standalone(tmp_path)
+    for name, flags, message in (("pair", ["--chunk"], "classifies sentence pairs"),
+                                 ("pair", ["--truncation", "tail"], "classifies sentence pairs"),
+                                 ("multi_label", ["--chunk"], "--chunk applies to single-label models")):
+        proc = _infer(script, "--model", str(exported[name][1]), "--input", str(tmp_path / "in.jsonl"), *flags)
+        assert proc.returncode == 2 and message in proc.stderr, (name, flags, proc.stderr)
+        assert len(proc.stderr.strip().splitlines()) == 1
+
+
 @pytest.mark.parametrize("name, label_field, metric", [("multi_label", "labels", "micro_f1"),
                                                         ("regression", "score", "pearson"),
                                                         ("pair", "label", "accuracy")])

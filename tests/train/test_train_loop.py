@@ -161,3 +161,21 @@ def test_time_budget_projection_and_stop_rules():
     assert stop_reason(cfg, 10, 5.0, planned_steps=100) is None
     assert stop_reason(cfg, 10, 31.0, planned_steps=100) == "time budget of 0.5 minutes used"
     assert stop_reason(cfg, 100, 5.0, planned_steps=100) == "reached 100 steps"
+
+
+def test_a_run_saved_before_a_config_key_existed_still_resumes(tiny_data, tmp_path):
+    """Keys added to the config later (at their defaults) are not differences: an older run
+    directory resumes; a key that really differs is still refused."""
+    import yaml
+
+    run_dir = tmp_path / "run"
+    cfg = tiny_config(tiny_data, run_dir, "train.max_steps=6", "train.checkpoint_every=3")
+    train(cfg)
+    saved = yaml.safe_load((run_dir / R.CONFIG_FILE).read_text())
+    del saved["train"]["tensorboard"], saved["tokenizer"]["truncation"]  # as written by an older version
+    (run_dir / R.CONFIG_FILE).write_text(yaml.safe_dump(saved))
+    assert prepare_run_dir(cfg, resume=True, overwrite=False) == run_dir
+    saved["train"]["lr"] = 0.5
+    (run_dir / R.CONFIG_FILE).write_text(yaml.safe_dump(saved))
+    with pytest.raises(R.RunDirError, match=r"different run \(train.lr: 0.5 -> 0.01\)"):
+        prepare_run_dir(cfg, resume=True, overwrite=False)
