@@ -27,11 +27,16 @@ from tfm_cls.io import atomic_path
 from tfm_cls.precision import Precision
 
 
-def save_weights(model: torch.nn.Module, path: str | Path) -> None:
-    """Write the model's state dict as safetensors (contiguous CPU copies), atomically."""
-    state = {name: t.detach().to("cpu").contiguous() for name, t in model.state_dict().items()}
+def save_tensors(state: dict[str, torch.Tensor], path: str | Path) -> None:
+    """Write named tensors as safetensors (contiguous CPU copies), atomically."""
+    tensors = {name: t.detach().to("cpu").contiguous() for name, t in state.items()}
     with atomic_path(path) as tmp:
-        save_file(state, str(tmp), metadata={"format": "pt"})
+        save_file(tensors, str(tmp), metadata={"format": "pt"})
+
+
+def save_weights(model: torch.nn.Module, path: str | Path) -> None:
+    """Write the model's state dict as safetensors, atomically."""
+    save_tensors(model.state_dict(), path)
 
 
 def load_weights(model: torch.nn.Module, path: str | Path) -> None:

@@ -27,17 +27,17 @@ from typing import Any
 
 import numpy as np
 import torch
-from safetensors.torch import save_file
 from tokenizers import Tokenizer
 from torch import Tensor, nn
 
 from tfm_cls import distributed as D
 from tfm_cls import runs as R
 from tfm_cls.batching import LengthBucketSampler
+from tfm_cls.checkpoint import save_tensors
 from tfm_cls.config import TokenizerConfig, save_config
 from tfm_cls.engine import Engine, job, start_process
 from tfm_cls.errors import ConfigError
-from tfm_cls.io import atomic_path, write_json
+from tfm_cls.io import write_json
 from tfm_cls.plots import plot_pretraining_curves
 from tfm_cls.precision import Precision
 from tfm_cls.pretrain.config import PretrainConfig
@@ -76,10 +76,8 @@ def prepare_run_dir(cfg: PretrainConfig, *, resume: bool, overwrite: bool) -> Pa
 
 def save_pretrained(model: MaskedLanguageModel, run_dir: Path) -> None:
     """encoder.safetensors (classifier keys) and mlm_head.safetensors, each written atomically."""
-    for name, state in ((R.ENCODER_FILE, model.encoder_state_dict()), (R.MLM_HEAD_FILE, model.mlm_head.state_dict())):
-        tensors = {k: v.detach().to("cpu").contiguous() for k, v in state.items()}
-        with atomic_path(run_dir / name) as tmp:
-            save_file(tensors, str(tmp), metadata={"format": "pt"})
+    save_tensors(model.encoder_state_dict(), run_dir / R.ENCODER_FILE)
+    save_tensors(model.mlm_head.state_dict(), run_dir / R.MLM_HEAD_FILE)
 
 
 def _mask_seed(seed: int, purpose: int, epoch: int, sequence: int) -> int:
