@@ -4,13 +4,7 @@ import json
 import random
 from pathlib import Path
 
-CLASSES = ["animals", "food", "sports"]
-WORDS = {
-    "animals": ["cat", "dog", "horse", "tiger", "bird", "fish"],
-    "food": ["bread", "apple", "cheese", "pasta", "soup", "rice"],
-    "sports": ["tennis", "soccer", "golf", "rugby", "boxing", "chess"],
-}
-FILLER = ["the", "a", "some", "very", "really", "about", "and", "with"]
+from tiny_topics import CLASSES, FILLER, WORDS  # noqa: F401 (re-exported to the tests)
 
 # Dotted overrides of a classifier run that trains in about a second on one CPU thread.
 TINY = [

@@ -19,16 +19,10 @@ import sys
 from pathlib import Path
 
 import pytest
+from tiny_topics import CLASSES, FILLER, WORDS  # noqa: F401 (re-exported to the tests)
 
 REPO = Path(__file__).resolve().parents[2]
 INFER = REPO / "export" / "infer.py"
-CLASSES = ["animals", "food", "sports"]
-WORDS = {
-    "animals": ["cat", "dog", "horse", "tiger", "bird", "fish"],
-    "food": ["bread", "apple", "cheese", "pasta", "soup", "rice"],
-    "sports": ["tennis", "soccer", "golf", "rugby", "boxing", "chess"],
-}
-FILLER = ["the", "a", "some", "very", "really", "about", "and", "with"]
 TINY = [
     "name=tiny", "seed=0",
     "tokenizer.vocab_size=120", "tokenizer.min_frequency=1", "tokenizer.max_length=16",

@@ -7,13 +7,9 @@ import json
 import random
 from pathlib import Path
 
-TOPICS = ["animals", "food", "sports"]
-WORDS = {
-    "animals": ["cat", "dog", "horse", "tiger", "bird", "fish"],
-    "food": ["bread", "apple", "cheese", "pasta", "soup", "rice"],
-    "sports": ["tennis", "soccer", "golf", "rugby", "boxing", "chess"],
-}
-FILLER = ["the", "a", "some", "very", "really", "about", "and", "with"]
+from tiny_topics import CLASSES, FILLER, WORDS, write_jsonl  # noqa: F401 (re-exported to the tests)
+
+TOPICS = CLASSES
 PAIR_LABELS = ["same", "different"]
 
 TINY = [
@@ -24,10 +20,6 @@ TINY = [
     "train.epochs=8", "train.batch_size=8", "train.eval_batch_size=16", "train.lr=1e-2",
     "train.warmup_steps=5", "train.progress=false", "train.num_threads=1", "train.log_every=5", "train.device=cpu",
 ]
-
-
-def write_jsonl(path: Path, rows: list[dict]) -> None:
-    path.write_text("".join(json.dumps(r) + "\n" for r in rows), encoding="utf-8")
 
 
 def _words(rng: random.Random, topics: list[str]) -> str:

@@ -1,17 +1,10 @@
 """Tiny synthetic classification data and a tiny config: every training test runs in seconds."""
 
-import json
 import random
 
-from tfm_cls.config import ClassifierConfig, load_config
+from tiny_topics import CLASSES, FILLER, WORDS, write_jsonl  # noqa: F401 (re-exported to the tests)
 
-CLASSES = ["animals", "food", "sports"]
-WORDS = {
-    "animals": ["cat", "dog", "horse", "tiger", "bird", "fish"],
-    "food": ["bread", "apple", "cheese", "pasta", "soup", "rice"],
-    "sports": ["tennis", "soccer", "golf", "rugby", "boxing", "chess"],
-}
-FILLER = ["the", "a", "some", "very", "really", "about", "and", "with"]
+from tfm_cls.config import ClassifierConfig, load_config
 
 
 def make_texts(n: int, seed: int) -> list[dict]:
@@ -25,10 +18,6 @@ def make_texts(n: int, seed: int) -> list[dict]:
         rng.shuffle(words)
         rows.append({"text": " ".join(words), "label": label})
     return rows
-
-
-def write_jsonl(path, rows) -> None:
-    path.write_text("".join(json.dumps(r) + "\n" for r in rows), encoding="utf-8")
 
 
 TINY = [
