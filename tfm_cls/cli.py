@@ -71,11 +71,15 @@ def cmd_train(args: argparse.Namespace) -> int:
     metrics = train(cfg, resume=args.resume, overwrite=args.overwrite)
     from tfm_cls.tasks import head_for
 
-    keys = head_for(cfg).summary_keys
+    _print_summary(cfg.resolved_run_dir(), metrics, head_for(cfg).summary_keys)
+    return 0
+
+
+def _print_summary(run_dir: Path, metrics: dict, keys) -> None:
+    """One JSON line: the run directory and the validation / test metrics of a finished run."""
     summary = {split: {k: metrics[split][k] for k in keys} for split in ("validation", "test")}
     if os.environ.get("RANK", "0") == "0":  # under torchrun every rank returns the metrics; one prints
-        print(json.dumps({"run_dir": str(cfg.resolved_run_dir()), **summary}))
-    return 0
+        print(json.dumps({"run_dir": str(run_dir), **summary}))
 
 
 def cmd_pretrain(args: argparse.Namespace) -> int:
@@ -113,8 +117,7 @@ def cmd_distill(args: argparse.Namespace) -> int:
     _quiet_datasets()
     cfg = load_config(DistillConfig, args.config, args.overrides)
     metrics = distill(cfg, resume=args.resume, overwrite=args.overwrite)
-    summary = {split: {k: metrics[split][k] for k in ("accuracy", "macro_f1", "loss")} for split in ("validation", "test")}
-    print(json.dumps({"run_dir": str(cfg.resolved_run_dir()), **summary}))
+    _print_summary(cfg.resolved_run_dir(), metrics, ("accuracy", "macro_f1", "loss"))
     return 0
 
 
