@@ -33,6 +33,8 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 from baselines import BASELINES, Split, is_chinese, run_baseline  # noqa: E402
 
+from tfm_cls.io import write_json  # noqa: E402
+
 logger = logging.getLogger("bench_distill")
 
 
@@ -53,51 +55,59 @@ def onnx_files(run_dir: Path) -> dict[str, Path]:
     return {"fp32": fp32, "int8": int8}
 
 
-def onnx_row(name: str, path: Path, test: Split, repeats: int) -> dict:
-    """Accuracy, size and one-thread end-to-end texts/s (median of `repeats`) of one ONNX file."""
+def speed_sample(test: Split, size: int) -> list[str]:
+    """The first `size` test texts: what the timed passes run on (accuracy takes the whole set)."""
+    return test.texts[:size] if size else test.texts
+
+
+def onnx_row(name: str, path: Path, test: Split, repeats: int, speed_texts: int = 0) -> dict:
+    """Accuracy (one pass over the test set), size and one-thread end-to-end texts/s (median of
+    `repeats` passes over the first `speed_texts` test texts; 0: all) of one ONNX file."""
     from sklearn.metrics import accuracy_score, f1_score
     from tfm_cls.export.infer import Classifier
 
     clf = Classifier(str(path), threads=1)
     clf.predict_proba(test.texts[:64], 32)  # warm-up
+    probs, _ = clf.predict_proba(test.texts, 32)
+    sample = speed_sample(test, speed_texts)
     seconds = []
     for _ in range(repeats):
         start = time.perf_counter()
-        probs, _ = clf.predict_proba(test.texts, 32)
+        clf.predict_proba(sample, 32)
         seconds.append(time.perf_counter() - start)
     predicted = probs.argmax(1)
     return {
         "system": name, "accuracy": float(accuracy_score(test.labels, predicted)),
         "macro_f1": float(f1_score(test.labels, predicted, average="macro")),
-        "size_mb": path.stat().st_size / 2**20, "texts_per_s": len(test.texts) / float(np.median(seconds)),
+        "size_mb": path.stat().st_size / 2**20, "texts_per_s": len(sample) / float(np.median(seconds)),
         "file": str(path),
     }
 
 
-def paired_speed(teacher: Path, student: Path, test: Split, repeats: int) -> dict:
+def paired_speed(teacher: Path, student: Path, texts: list[str], repeats: int) -> dict:
     """Texts/s of two ONNX files timed in alternating passes (teacher, student, teacher, ...), so
     that a machine whose load drifts slows both alike; the median of the per-pair ratios."""
     from tfm_cls.export.infer import Classifier
 
     models = {"teacher": Classifier(str(teacher), threads=1), "student": Classifier(str(student), threads=1)}
     for clf in models.values():
-        clf.predict_proba(test.texts[:64], 32)  # warm-up
+        clf.predict_proba(texts[:64], 32)  # warm-up
     rates: dict[str, list[float]] = {"teacher": [], "student": []}
     for _ in range(repeats):
         for name, clf in models.items():
             start = time.perf_counter()
-            clf.predict_proba(test.texts, 32)
-            rates[name].append(len(test.texts) / (time.perf_counter() - start))
+            clf.predict_proba(texts, 32)
+            rates[name].append(len(texts) / (time.perf_counter() - start))
     ratios = [s / t for s, t in zip(rates["student"], rates["teacher"])]
     return {"teacher": str(teacher), "student": str(student), "teacher_texts_per_s": rates["teacher"],
             "student_texts_per_s": rates["student"], "median_ratio": float(np.median(ratios))}
 
 
-def ours_rows(label: str, run_dir: Path, test: Split, repeats: int) -> list[dict]:
+def ours_rows(label: str, run_dir: Path, test: Split, repeats: int, speed_texts: int) -> list[dict]:
     metrics = json.loads((run_dir / "metrics.json").read_text())
     rows = []
     for precision, path in onnx_files(run_dir).items():
-        row = onnx_row(f"{label} ({precision})", path, test, repeats)
+        row = onnx_row(f"{label} ({precision})", path, test, repeats, speed_texts)
         row.update(run_dir=str(run_dir), num_parameters=metrics["num_parameters"],
                    train_minutes=metrics["train_seconds"] / 60)
         if "distillation" in metrics:
@@ -107,7 +117,7 @@ def ours_rows(label: str, run_dir: Path, test: Split, repeats: int) -> list[dict
     return rows
 
 
-def tfidf_rows(splits: dict[str, Split], out: Path, repeats: int) -> list[dict]:
+def tfidf_rows(splits: dict[str, Split], out: Path, repeats: int, speed_texts: int) -> list[dict]:
     """The TF-IDF baselines (benchmarks/baselines.py) with the size of the pickled pipeline and
     one-process texts/s (sklearn predicts single-threaded)."""
     rows = []
@@ -117,13 +127,14 @@ def tfidf_rows(splits: dict[str, Split], out: Path, repeats: int) -> list[dict]:
         model = factory(row["C"], chinese).fit(splits["train"].texts, splits["train"].labels)  # the chosen C, again
         path = out / f"{name}.pkl"
         path.write_bytes(pickle.dumps(model))
-        model.predict(splits["test"].texts[:64])
+        sample = speed_sample(splits["test"], speed_texts)
+        model.predict(sample[:64])
         seconds = []
         for _ in range(repeats):
             start = time.perf_counter()
-            model.predict(splits["test"].texts)
+            model.predict(sample)
             seconds.append(time.perf_counter() - start)
-        row.update(size_mb=path.stat().st_size / 2**20, texts_per_s=len(splits["test"].texts) / float(np.median(seconds)))
+        row.update(size_mb=path.stat().st_size / 2**20, texts_per_s=len(sample) / float(np.median(seconds)))
         rows.append(row)
     return rows
 
@@ -163,7 +174,9 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--model2vec-dir", default="bench_results/model2vec-minilm",
                    help="the static model distilled from MiniLM (made here once)")
     p.add_argument("--no-model2vec", action="store_true")
-    p.add_argument("--repeats", type=int, default=3, help="timed passes over the test set (median)")
+    p.add_argument("--repeats", type=int, default=3, help="timed passes over the speed sample (median)")
+    p.add_argument("--speed-texts", type=int, default=1000,
+                   help="timed passes run on the first N test texts (0: all); accuracy is always the whole test set")
     p.add_argument("--paired", metavar="RUN",
                    help="only time RUN/model.int8.onnx against the teacher's int8 file in alternating passes")
     p.add_argument("--out", default="bench_results")
@@ -178,22 +191,26 @@ def main(argv: list[str] | None = None) -> int:
     splits = load_splits(args.dataset, Path(args.data_root) / args.dataset)
     test = splits["test"]
     if args.paired:
-        result = paired_speed(onnx_files(Path(args.teacher))["int8"], onnx_files(Path(args.paired))["int8"], test,
-                              args.repeats)
+        result = paired_speed(onnx_files(Path(args.teacher))["int8"], onnx_files(Path(args.paired))["int8"],
+                              speed_sample(test, args.speed_texts), args.repeats)
         print(json.dumps(result, indent=2))
         stamp = datetime.datetime.now().strftime("%Y%m%d-%H%M%S")
-        (out / f"distill-{args.dataset}-paired-{stamp}.json").write_text(json.dumps(result, indent=2))
+        write_json(out / f"distill-{args.dataset}-paired-{stamp}.json", result)
         return 0
 
-    rows = ours_rows("teacher MiniLM", Path(args.teacher), test, args.repeats)
+    rows = ours_rows("teacher MiniLM", Path(args.teacher), test, args.repeats, args.speed_texts)
     if args.supervised:
-        rows += ours_rows("ours supervised", Path(args.supervised), test, args.repeats)
+        rows += ours_rows("ours supervised", Path(args.supervised), test, args.repeats, args.speed_texts)
     if args.distilled:
-        rows += ours_rows("ours distilled", Path(args.distilled), test, args.repeats)
+        rows += ours_rows("ours distilled", Path(args.distilled), test, args.repeats, args.speed_texts)
     for item in args.distilled_variant:
         name, run = item.split("=", 1)
-        rows += ours_rows(f"distilled {name}", Path(run), test, args.repeats)
-    rows += tfidf_rows(splits, work, args.repeats)
+        rows += ours_rows(f"distilled {name}", Path(run), test, args.repeats, args.speed_texts)
+    rows += tfidf_rows(splits, work, args.repeats, args.speed_texts)
+    paired = None
+    if args.distilled:  # the speed target's ratio, timed in alternating passes (a drifting load slows both alike)
+        paired = paired_speed(onnx_files(Path(args.teacher))["int8"], onnx_files(Path(args.distilled))["int8"],
+                              speed_sample(test, args.speed_texts), max(args.repeats, 5))
     if not args.no_model2vec:
         from model2vec_peer import available, run_model2vec, static_model
 
@@ -207,10 +224,12 @@ def main(argv: list[str] | None = None) -> int:
             rows.append(row)
     table = format_table(rows)
     print("\n" + table)
+    if paired:
+        print(f"\nours distilled int8 vs teacher int8, alternating passes: median ratio {paired['median_ratio']:.1f}x")
     stamp = datetime.datetime.now().strftime("%Y%m%d-%H%M%S")
     path = out / f"distill-{args.dataset}-{stamp}.json"
     env = {"cpus": os.cpu_count(), "load_average": os.getloadavg(), "threads": 1}
-    path.write_text(json.dumps({"args": vars(args), "environment": env, "results": rows}, indent=2))
+    write_json(path, {"args": vars(args), "environment": env, "results": rows, "paired": paired})
     print(f"\nwrote {path}")
     return 0
 
