@@ -212,3 +212,29 @@ def test_extra_unlabelled_text_joins_the_transfer_set_without_evaluation_texts(t
     with pytest.raises(Exception, match="hold evaluation"):
         distill(distill_config(tiny_data, teacher_run, tmp_path / "run2", f"transfer.extra_text.paths=[{extra}]",
                                "transfer.extra_text.on_overlap=error"))
+
+
+@pytest.mark.parametrize("tokenizer", ["own", "teacher"])
+def test_auto_lengths_are_measured_on_the_training_texts_and_saved_as_numbers(tmp_path, tiny_data, teacher_run,
+                                                                              tokenizer):
+    from tfm_cls.distill.teacher import open_teacher
+    from tfm_cls.tokenizer import percentile_length, token_lengths
+
+    run_dir = tmp_path / "run"
+    extra = ("tokenizer.max_length=auto", "model.max_len=auto", "tokenizer.length_percentile=50",
+             f"student.tokenizer={tokenizer}", "model.d_model=32", "model.dim_feedforward=64", "train.epochs=1")
+    distill(distill_config(tiny_data, teacher_run, run_dir, *extra))
+    run = R.load_run(run_dir)
+    texts = [json.loads(line)["text"] for line in (tiny_data / "train.jsonl").read_text().splitlines()]
+    measuring = open_teacher(teacher_run).tokenizer() if tokenizer == "teacher" else run.tokenizer
+    expected = percentile_length(token_lengths(measuring, texts), 50)  # the lower median, [CLS]/[SEP] counted
+    assert expected < 16  # the tiny texts' median is shorter than the preset's fixed 16: auto changed something
+    assert run.tokenizer.truncation["max_length"] == expected
+    assert run.model.config["max_len"] == expected
+    saved = yaml.safe_load((run_dir / R.CONFIG_FILE).read_text())
+    assert (saved["tokenizer"]["max_length"], saved["model"]["max_len"]) == (expected, expected)
+    asked = yaml.safe_load((run_dir / DISTILL_CONFIG_FILE).read_text())
+    assert (asked["tokenizer"]["max_length"], asked["model"]["max_len"]) == ("auto", "auto")
+    # Resolution is deterministic: a rerun over the finished run measures the same lengths.
+    distill(distill_config(tiny_data, teacher_run, run_dir, *extra, "train.epochs=2"), overwrite=True)
+    assert R.load_run(run_dir).model.config["max_len"] == expected

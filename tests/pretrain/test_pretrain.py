@@ -126,6 +126,8 @@ def test_config_errors_are_specific(tiny_data, tmp_path):
         tiny_config(tiny_data, tmp_path / "r", "train.head_lr=1e-3")
     with pytest.raises(ConfigError, match="mlm.seq_len=128 exceeds model.max_len=64"):
         tiny_config(tiny_data, tmp_path / "r", "mlm.seq_len=128")
+    with pytest.raises(ConfigError, match="model.max_len: auto .* pretraining packs sequences of mlm.seq_len"):
+        tiny_config(tiny_data, tmp_path / "r", "model.max_len=auto")
     with pytest.raises(ConfigError, match="mlm.masking"):
         tiny_config(tiny_data, tmp_path / "r", "mlm.masking=sentence")
     with pytest.raises(ConfigError, match="unknown key"):

@@ -141,7 +141,7 @@ class DistillConfig(RunConfig):
             "(student.embedding_init=teacher_pca starts its embeddings from the teacher's)",
         )
         require(
-            self.tokenizer.max_length <= self.model.max_len,
+            "auto" in (self.tokenizer.max_length, self.model.max_len) or self.tokenizer.max_length <= self.model.max_len,
             f"tokenizer.max_length={self.tokenizer.max_length} exceeds model.max_len={self.model.max_len} "
             "(the positional encoding's size): lower tokenizer.max_length or raise model.max_len",
         )

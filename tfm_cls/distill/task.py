@@ -48,6 +48,7 @@ from tfm_cls.tensorboard import TensorBoardSink
 from tfm_cls.tokenizer import (
     PAD,
     PAD_ID,
+    auto_max_length,
     configure_truncation,
     load_tokenizer,
     max_length_of,
@@ -128,12 +129,32 @@ def prepare_run_dir(cfg: DistillConfig, *, resume: bool, overwrite: bool) -> Pat
 
 
 def student_tokenizer(cfg: DistillConfig, teacher: Teacher, texts: list[str]) -> Tokenizer:
+    """The student's tokenizer: the teacher's or one trained on `texts` (the training + extra
+    texts), truncating at tokenizer.max_length; `auto` measures `texts` (tokenizer.auto_max_length)."""
+    limit = None if cfg.model.max_len == "auto" else cfg.model.max_len
     if cfg.student.tokenizer == "teacher":
-        tokenizer = configure_truncation(teacher.tokenizer(), cfg.tokenizer.max_length)
-        if max_length_of(tokenizer) > cfg.model.max_len:
-            raise ConfigError(f"tokenizer.max_length={max_length_of(tokenizer)} exceeds model.max_len={cfg.model.max_len}")
+        tokenizer = teacher.tokenizer()
+        length = cfg.tokenizer.max_length
+        if length == "auto":
+            length = auto_max_length(tokenizer, texts, cfg.tokenizer, limit)
+        tokenizer = configure_truncation(tokenizer, length)
+        if limit is not None and max_length_of(tokenizer) > limit:
+            raise ConfigError(f"tokenizer.max_length={max_length_of(tokenizer)} exceeds model.max_len={limit}")
         return tokenizer
-    return train_tokenizer(texts, cfg.tokenizer)
+    return train_tokenizer(texts, cfg.tokenizer, limit)
+
+
+def resolved_lengths(cfg: DistillConfig, tokenizer: Tokenizer, max_len: int | None = None) -> DistillConfig:
+    """`cfg` with `auto` lengths replaced by the numbers chosen: the tokenizer's truncation length,
+    and the model's position table (`max_len`, or that length). The student's config.yaml holds
+    these; distill_config.yaml keeps what was asked (`auto`), so --resume compares like with like."""
+    if "auto" not in (cfg.tokenizer.max_length, cfg.model.max_len):
+        return cfg
+    length = max_length_of(tokenizer)
+    if cfg.model.max_len != "auto":
+        max_len = cfg.model.max_len
+    tokenizer_cfg = dataclasses.replace(cfg.tokenizer, max_length=length)
+    return dataclasses.replace(cfg, tokenizer=tokenizer_cfg, model=dataclasses.replace(cfg.model, max_len=max_len or length))
 
 
 def pca_embeddings(matrix: np.ndarray, d_model: int, std: float, seed: int) -> np.ndarray:
@@ -201,11 +222,14 @@ def distill(cfg: DistillConfig, *, resume: bool = False, overwrite: bool = False
         extra = extra_texts(cfg, data)
         train_texts = list(data.splits["train"]["text"])
         transfer = build_transfer_set(train_texts, data.splits["train"]["label"], extra, cfg.transfer, cfg.augmentation_seed())
+        asked = cfg  # as given (`auto` lengths kept): distill_config.yaml
         if train_resume:  # exactly what the interrupted run built (weights come from the checkpoint)
             tokenizer = load_tokenizer(run_dir / R.TOKENIZER_FILE)
             model = R.build_model(read_json(run_dir / R.MODEL_CONFIG_FILE))
+            cfg = resolved_lengths(cfg, tokenizer, model.config["max_len"])
         else:
             tokenizer = student_tokenizer(cfg, teacher, train_texts + extra)
+            cfg = resolved_lengths(cfg, tokenizer)
             model = build_student(cfg, tokenizer, len(data.labels), teacher)
         student_params, teacher_params = sum(p.numel() for p in model.parameters()), teacher.num_parameters()
         if student_params >= teacher_params:
@@ -214,7 +238,7 @@ def distill(cfg: DistillConfig, *, resume: bool = False, overwrite: bool = False
                 "aims at a smaller, faster model", student_params / 1e6, teacher_params / 1e6,
             )
         model.to(env.device)
-        save_config(cfg, run_dir / DISTILL_CONFIG_FILE)
+        save_config(asked, run_dir / DISTILL_CONFIG_FILE)
         save_config(cfg.student_config(), run_dir / R.CONFIG_FILE)
         write_json(run_dir / R.MODEL_CONFIG_FILE, model.config)
         write_json(run_dir / R.LABELS_FILE, data.labels)

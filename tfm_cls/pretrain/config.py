@@ -106,6 +106,11 @@ class PretrainConfig(RunConfig):
             "use_train_split=false needs extra text: set extra_text.paths or extra_text.hf_dataset",
         )
         require(
+            self.model.max_len != "auto",
+            "model.max_len: auto sizes a classifier's position table from its training texts; pretraining packs "
+            f"sequences of mlm.seq_len={self.mlm.seq_len} tokens: give a number >= that (fine-tuning keeps it)",
+        )
+        require(
             self.mlm.seq_len <= self.model.max_len,
             f"mlm.seq_len={self.mlm.seq_len} exceeds model.max_len={self.model.max_len} (the positional encoding's size)",
         )
