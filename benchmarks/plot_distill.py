@@ -61,6 +61,7 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--out", default="bench_results/distill_curves.png")
     args = p.parse_args(argv)
     from matplotlib.figure import Figure
+    from matplotlib.ticker import FuncFormatter, NullFormatter
 
     panels = [("transfer", "transfer_texts", "transfer-set size (texts labelled by the teacher)", args.transfer),
               ("size", "encoder_parameters", "student parameters outside the embedding table", args.size)]
@@ -91,6 +92,9 @@ def main(argv: list[str] | None = None) -> int:
             ax.annotate(f"{ref_label} {value:.1f}", (0.01, value), xycoords=("axes fraction", "data"),
                         fontsize=8, va="bottom")
         ax.set_xscale("log")
+        ax.xaxis.set_major_formatter(FuncFormatter(lambda v, _: f"{v:,.0f}"))
+        ax.xaxis.set_minor_formatter(NullFormatter())
+        ax.set_xticks(sorted({pt[key] for pts in data["panels"][name].values() for pt in pts}))
         ax.set_xlabel(xlabel)
         ax.set_ylabel("test accuracy (%)")
         ax.grid(True, alpha=0.3)
