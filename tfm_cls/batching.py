@@ -174,11 +174,16 @@ def _tokenize_long(ds: Dataset, tokenizer: Tokenizer, desc: str, policy: LongTex
 
 
 def tokenize_splits(
-    splits: DatasetDict, tokenizer: Tokenizer, policy: LongText | None = None
+    splits: DatasetDict, tokenizer: Tokenizer, policy: LongText | None = None, train_windows: bool = False
 ) -> dict[str, TokenizedSplit]:
     """Every split tokenized; under a chunking `policy` the training split is truncated by its
-    strategy (one row per example) and the evaluation splits are windowed."""
-    train_policy = dataclasses.replace(policy, chunk=False) if policy is not None else None
+    strategy (one row per example) and the evaluation splits are windowed. `train_windows`: the
+    training split is windowed too (the policy's stride), for training on one random window of
+    each text per epoch (`window_rows`)."""
+    policy_or_default = policy if policy is not None else LongText()
+    train_policy = dataclasses.replace(policy_or_default, chunk=True) if train_windows else (
+        dataclasses.replace(policy, chunk=False) if policy is not None else None
+    )
     out = {
         name: tokenize_dataset(ds, tokenizer, f"tokenize {name}", train_policy if name == "train" else policy)
         for name, ds in splits.items()
@@ -195,6 +200,17 @@ def tokenize_splits(
 
 
 # ---- batching -------------------------------------------------------------------------------------------
+
+
+def window_rows(windows: np.ndarray, seed: int, epoch: int) -> np.ndarray:
+    """One row per example of a windowed split (TokenizedSplit.windows: example i has windows[i]
+    rows, after those of example i - 1): a window drawn uniformly at random, the same for the same
+    (seed, epoch) in every process. [num_examples] row indices, in example order."""
+    windows = np.asarray(windows, dtype=np.int64)
+    first = np.concatenate([[0], np.cumsum(windows)[:-1]])  # [N] each example's first row
+    rng = np.random.default_rng([seed, epoch, 0x77696E])  # its own stream: the sampler's is [seed, epoch]
+    return first + (rng.random(len(windows)) * windows).astype(np.int64)
+
 
 
 class LengthBucketSampler:

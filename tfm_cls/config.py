@@ -365,6 +365,12 @@ class TokenizerConfig:
     """With `chunk`: a text's scores are the mean or the max of its windows' scores."""
     aggregate_scores: typing.Literal["logits", "probabilities"] = "logits"
     """With `chunk`: aggregate the windows' logits, or their probabilities."""
+    train_window: typing.Literal["truncate", "random"] = "truncate"
+    """Training on texts longer than `max_length`: `truncate` keeps the tokens `truncation` says
+    (every epoch the same); `random` cuts each such text into the windows chunked inference uses
+    (`stride`) and trains, each epoch, on one of them drawn at random (seeded by the run's seed and
+    the epoch, so a resumed run draws the same). Evaluation and inference are unchanged (set
+    `chunk: true` to classify every window)."""
 
     def __post_init__(self) -> None:
         require(self.vocab_size >= 100, f"tokenizer.vocab_size: expected >= 100, got {self.vocab_size}")
@@ -591,10 +597,11 @@ class ClassifierConfig(RunConfig):
             # A pair is truncated by the tokenizer, its longer text first (longest_first); the
             # long-text policy (docs/long-documents.md) cuts and windows single texts only.
             require(
-                tok.truncation == "head" and not tok.chunk and tok.max_length != "auto",
-                "tokenizer.truncation / chunk / max_length: auto apply to single texts; sentence pairs "
+                tok.truncation == "head" and not tok.chunk and tok.max_length != "auto" and tok.train_window == "truncate",
+                "tokenizer.truncation / chunk / train_window / max_length: auto apply to single texts; sentence pairs "
                 "(data.text_pair_column) are truncated longer text first at a fixed max_length "
-                f"(got truncation={tok.truncation!r}, chunk={tok.chunk}, max_length={tok.max_length!r})",
+                f"(got truncation={tok.truncation!r}, chunk={tok.chunk}, train_window={tok.train_window!r}, "
+                f"max_length={tok.max_length!r})",
             )
         require(
             self.data.task == "single_label" or not tok.chunk,

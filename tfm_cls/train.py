@@ -27,7 +27,7 @@ from torch import Tensor, nn
 
 from tfm_cls import distributed as D
 from tfm_cls import runs as R
-from tfm_cls.batching import LengthBucketSampler, TokenizedSplit, batch_loader, tokenize_splits
+from tfm_cls.batching import LengthBucketSampler, TokenizedSplit, batch_loader, tokenize_splits, window_rows
 from tfm_cls.card import write_card
 from tfm_cls.checkpoint import load_weights, save_weights
 from tfm_cls.config import ClassifierConfig, save_config
@@ -159,13 +159,22 @@ class ClassificationTask:
         train_targets = splits["train"].labels if cfg.data.task == MULTI_LABEL else None
         self.task_head = head_for(cfg, train_targets)  # tfm_cls.tasks: loss, metrics, decisions
         self.pad_id = model.config.get("pad_token_id") or PAD_ID
-        self.sampler = LengthBucketSampler(
-            splits["train"].lengths, tc.batch_size, shuffle=True, seed=cfg.seed, bucket_batches=tc.bucket_batches,
-            rank=env.rank, world_size=env.world_size,
+        self.sampler = self._sampler(splits["train"].lengths) if splits["train"].windows is None else None
+
+    def _sampler(self, lengths: np.ndarray) -> LengthBucketSampler:
+        tc = self.cfg.train
+        return LengthBucketSampler(
+            lengths, tc.batch_size, shuffle=True, seed=self.cfg.seed, bucket_batches=tc.bucket_batches,
+            rank=self.env.rank, world_size=self.env.world_size,
         )
 
     def epoch_batches(self, epoch: int) -> list[list[int]]:
-        return self.sampler.epoch_batches(epoch)
+        train_split = self.splits["train"]
+        if train_split.windows is None:
+            return self.sampler.epoch_batches(epoch)
+        # tokenizer.train_window: random: one window of each text this epoch, batched by its length
+        rows = window_rows(train_split.windows, self.cfg.seed, epoch)  # [num_examples] row of each example
+        return [rows[batch].tolist() for batch in self._sampler(train_split.lengths[rows]).epoch_batches(epoch)]
 
     def batches(self, epoch: int, batches: list[list[int]]) -> Iterator[dict[str, Tensor]]:
         return batch_loader(self.splits["train"], batches, self.pad_id, self.env.device, self.cfg.train.num_workers)
@@ -222,7 +231,8 @@ def train(
             write_json(run_dir / R.LABELS_FILE, data.labels)
             save_tokenizer(tokenizer, run_dir / R.TOKENIZER_FILE)
         with D.main_first(env):
-            splits = tokenize_splits(data.splits, tokenizer, long_text_of(cfg.tokenizer))
+            splits = tokenize_splits(data.splits, tokenizer, long_text_of(cfg.tokenizer),
+                                     train_windows=cfg.tokenizer.train_window == "random")
         task = ClassificationTask(cfg, model, splits, data.labels, run_dir, env, amp)
         logger.info(
             "model: %.2fM parameters, %d layers, d_model %d, device %s, %s",

@@ -146,6 +146,11 @@ class DistillConfig(RunConfig):
             "(the positional encoding's size): lower tokenizer.max_length or raise model.max_len",
         )
         require(self.train.label_smoothing == 0.0, "train.label_smoothing: the soft targets replace it; remove it")
+        require(
+            self.tokenizer.train_window == "truncate",
+            "tokenizer.train_window: random trains on a random window per epoch, but the teacher labels each "
+            "transfer text once, as truncated: remove it (tokenizer.truncation chooses the tokens kept)",
+        )
 
     def augmentation_seed(self) -> int:
         return self.seed if self.transfer.seed is None else self.transfer.seed

@@ -41,6 +41,7 @@ from tfm_cls.distill.teacher import Teacher, open_teacher
 from tfm_cls.distill.transfer import NO_LABEL, TransferSet, build_transfer_set
 from tfm_cls.engine import Engine, job, seed_everything, start_process
 from tfm_cls.errors import ConfigError, RunDirError, TeacherError
+from tfm_cls.export.infer import LongText
 from tfm_cls.io import read_json, write_json
 from tfm_cls.precision import Precision
 from tfm_cls.pretrain.corpus import assemble_corpus, load_extra_texts
@@ -51,6 +52,7 @@ from tfm_cls.tokenizer import (
     auto_max_length,
     configure_truncation,
     load_tokenizer,
+    long_text_of,
     max_length_of,
     save_tokenizer,
     train_tokenizer,
@@ -185,9 +187,12 @@ def build_student(cfg: DistillConfig, tokenizer: Tokenizer, num_classes: int, te
     return model
 
 
-def transfer_split(transfer: TransferSet, tokenizer: Tokenizer) -> TokenizedSplit:
+def transfer_split(transfer: TransferSet, tokenizer: Tokenizer, policy: LongText | None = None) -> TokenizedSplit:
+    """The transfer set tokenized as the student trains on it: one row per text, cut by the
+    policy's truncation strategy (the teacher labelled each text once, so no windows)."""
     ds = Dataset.from_dict({"text": transfer.texts, "label": transfer.labels.tolist()})
-    return tokenize_dataset(ds, tokenizer, "tokenize transfer set")
+    policy = dataclasses.replace(policy, chunk=False) if policy is not None else None
+    return tokenize_dataset(ds, tokenizer, "tokenize transfer set", policy)
 
 
 def extra_texts(cfg: DistillConfig, data) -> list[str]:
@@ -250,8 +255,9 @@ def distill(cfg: DistillConfig, *, resume: bool = False, overwrite: bool = False
         )
         gold = transfer.labels >= 0
         agreement = float((outputs[gold].argmax(-1) == transfer.labels[gold]).mean()) if gold.any() else float("nan")
-        splits = {"train": transfer_split(transfer, tokenizer),
-                  **tokenize_splits({k: data.splits[k] for k in ("validation", "test")}, tokenizer)}
+        policy = long_text_of(cfg.tokenizer)  # truncation / chunking, as eval and inference will apply them
+        splits = {"train": transfer_split(transfer, tokenizer, policy),
+                  **tokenize_splits({k: data.splits[k] for k in ("validation", "test")}, tokenizer, policy)}
         task = DistillTask(cfg, model, splits, data.labels, outputs, teacher.head, run_dir, env, amp)
         logger.info(
             "student: %.2fM parameters (teacher %.2fM), %d layers, d_model %d, vocabulary %d (%s tokenizer); "
