@@ -34,7 +34,7 @@ def summarize(path: Path) -> dict:
     if teacher is None or student is None:
         raise SystemExit(f"{path}: no teacher or distilled int8 row (a bench_distill.py run with --distilled?)")
     tfidf = max((r for r in results if str(r.get("system", "")).startswith("tfidf")), key=lambda r: r["accuracy"])
-    m2v = row_of(results, "model2vec")
+    m2v = next((r for r in results if str(r.get("system", "")).startswith("model2vec") and "skipped" not in r), None)
     paired = data.get("paired") or {}
     ratio = paired.get("median_ratio", student["texts_per_s"] / teacher["texts_per_s"])
     minutes = student.get("train_minutes", 0.0) + student.get("labelling_minutes", 0.0)
