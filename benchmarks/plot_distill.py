@@ -94,11 +94,15 @@ def main(argv: list[str] | None = None) -> int:
         ax.set_xscale("log")
         ax.xaxis.set_major_formatter(FuncFormatter(lambda v, _: f"{v:,.0f}"))
         ax.xaxis.set_minor_formatter(NullFormatter())
-        ax.set_xticks(sorted({pt[key] for pts in data["panels"][name].values() for pt in pts}))
+        ticks: list[float] = []
+        for x in sorted({pt[key] for pts in data["panels"][name].values() for pt in pts}):
+            if not ticks or x > 1.3 * ticks[-1]:  # labels that would overlap on the log axis: the first only
+                ticks.append(x)
+        ax.set_xticks(ticks)
         ax.set_xlabel(xlabel)
         ax.set_ylabel("test accuracy (%)")
         ax.grid(True, alpha=0.3)
-        ax.legend(fontsize=8, loc="lower right")
+        ax.legend(fontsize=8, loc="best")
     out = Path(args.out)
     out.parent.mkdir(parents=True, exist_ok=True)
     with atomic_path(out) as tmp:
