@@ -212,7 +212,6 @@ def window_rows(windows: np.ndarray, seed: int, epoch: int) -> np.ndarray:
     return first + (rng.random(len(windows)) * windows).astype(np.int64)
 
 
-
 class LengthBucketSampler:
     """Batches of similar length for one shard (rank of world_size), deterministic per epoch.
 
