@@ -7,7 +7,6 @@ ours, its labels, the sha256 of its weights / ONNX file) and loads the model laz
 
 from __future__ import annotations
 
-import hashlib
 import json
 import logging
 from pathlib import Path
@@ -19,18 +18,11 @@ from tokenizers import Tokenizer
 
 from tfm_cls import runs as R
 from tfm_cls.errors import RunDirError, TeacherError
+from tfm_cls.export.infer import file_sha256  # the hash verify-onnx checks exports by
 
 logger = logging.getLogger(__name__)
 
 HEADS = ("single_label", "multi_label", "regression")
-
-
-def file_sha256(path: Path) -> str:
-    digest = hashlib.sha256()
-    with open(path, "rb") as f:
-        for block in iter(lambda: f.read(1 << 20), b""):
-            digest.update(block)
-    return digest.hexdigest()
 
 
 class Teacher(Protocol):
