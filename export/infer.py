@@ -368,7 +368,7 @@ def read_metadata(session: Any, model_path: str) -> dict[str, str]:
     return meta
 
 
-def file_sha256(path: str | Path) -> str:
+def file_sha256(path: str | os.PathLike) -> str:
     digest = hashlib.sha256()
     with open(path, "rb") as f:
         for block in iter(lambda: f.read(1 << 20), b""):
