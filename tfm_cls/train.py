@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import dataclasses
 import logging
+import typing
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -54,6 +55,8 @@ from tfm_cls.tokenizer import (
 
 logger = logging.getLogger(__name__)
 
+C = typing.TypeVar("C")
+
 
 def prepare_run_dir(cfg: ClassifierConfig, *, resume: bool, overwrite: bool) -> Path:
     """Check the run directory may take this run (runs.prepare_run_dir) and create it. A length
@@ -76,8 +79,9 @@ def _as_saved(cfg: ClassifierConfig) -> ClassifierConfig:
     return resolved_lengths(cfg, length, limit if cfg.model.max_len == "auto" else cfg.model.max_len)
 
 
-def resolved_lengths(cfg: ClassifierConfig, max_length: int, max_len: int | str) -> ClassifierConfig:
-    """`cfg` with tokenizer.max_length and model.max_len set to the numbers chosen for them."""
+def resolved_lengths(cfg: C, max_length: int, max_len: int | str) -> C:
+    """`cfg` (a ClassifierConfig, or any config with tokenizer and model sections, e.g. a
+    DistillConfig) with tokenizer.max_length and model.max_len set to the numbers chosen for them."""
     try:
         tokenizer = dataclasses.replace(cfg.tokenizer, max_length=max_length)
         return dataclasses.replace(cfg, tokenizer=tokenizer, model=dataclasses.replace(cfg.model, max_len=max_len))

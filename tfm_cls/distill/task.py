@@ -57,7 +57,7 @@ from tfm_cls.tokenizer import (
     save_tokenizer,
     train_tokenizer,
 )
-from tfm_cls.train import ClassificationTask, finish_run
+from tfm_cls.train import ClassificationTask, finish_run, resolved_lengths
 
 logger = logging.getLogger(__name__)
 
@@ -146,19 +146,6 @@ def student_tokenizer(cfg: DistillConfig, teacher: Teacher, texts: list[str]) ->
     return train_tokenizer(texts, cfg.tokenizer, limit)
 
 
-def resolved_lengths(cfg: DistillConfig, tokenizer: Tokenizer, max_len: int | None = None) -> DistillConfig:
-    """`cfg` with `auto` lengths replaced by the numbers chosen: the tokenizer's truncation length,
-    and the model's position table (`max_len`, or that length). The student's config.yaml holds
-    these; distill_config.yaml keeps what was asked (`auto`), so --resume compares like with like."""
-    if "auto" not in (cfg.tokenizer.max_length, cfg.model.max_len):
-        return cfg
-    length = max_length_of(tokenizer)
-    if cfg.model.max_len != "auto":
-        max_len = cfg.model.max_len
-    tokenizer_cfg = dataclasses.replace(cfg.tokenizer, max_length=length)
-    return dataclasses.replace(cfg, tokenizer=tokenizer_cfg, model=dataclasses.replace(cfg.model, max_len=max_len or length))
-
-
 def pca_embeddings(matrix: np.ndarray, d_model: int, std: float, seed: int) -> np.ndarray:
     """Rows of `matrix` [V, d_teacher] projected on its first d_model principal axes, scaled to `std`."""
     from sklearn.decomposition import PCA
@@ -231,10 +218,12 @@ def distill(cfg: DistillConfig, *, resume: bool = False, overwrite: bool = False
         if train_resume:  # exactly what the interrupted run built (weights come from the checkpoint)
             tokenizer = load_tokenizer(run_dir / R.TOKENIZER_FILE)
             model = R.build_model(read_json(run_dir / R.MODEL_CONFIG_FILE))
-            cfg = resolved_lengths(cfg, tokenizer, model.config["max_len"])
+            cfg = resolved_lengths(cfg, max_length_of(tokenizer), model.config["max_len"])
         else:
             tokenizer = student_tokenizer(cfg, teacher, train_texts + extra)
-            cfg = resolved_lengths(cfg, tokenizer)
+            # `auto` lengths -> the numbers chosen (config.yaml); distill_config.yaml keeps `auto`
+            length = max_length_of(tokenizer)
+            cfg = resolved_lengths(cfg, length, length if cfg.model.max_len == "auto" else cfg.model.max_len)
             model = build_student(cfg, tokenizer, len(data.labels), teacher)
         student_params, teacher_params = sum(p.numel() for p in model.parameters()), teacher.num_parameters()
         if student_params >= teacher_params:
