@@ -24,7 +24,8 @@ GAP, SPEED, BUDGET = 1.5, 10.0, 30.0
 
 
 def row_of(results: list[dict], system: str) -> dict | None:
-    return next((r for r in results if r.get("system") == system and "skipped" not in r), None)
+    """The first measured row whose system name is `system` or starts with it (model2vec's carries its shape)."""
+    return next((r for r in results if str(r.get("system", "")).startswith(system) and "skipped" not in r), None)
 
 
 def summarize(path: Path) -> dict:
@@ -34,7 +35,7 @@ def summarize(path: Path) -> dict:
     if teacher is None or student is None:
         raise SystemExit(f"{path}: no teacher or distilled int8 row (a bench_distill.py run with --distilled?)")
     tfidf = max((r for r in results if str(r.get("system", "")).startswith("tfidf")), key=lambda r: r["accuracy"])
-    m2v = next((r for r in results if str(r.get("system", "")).startswith("model2vec") and "skipped" not in r), None)
+    m2v = row_of(results, "model2vec")
     paired = data.get("paired") or {}
     ratio = paired.get("median_ratio", student["texts_per_s"] / teacher["texts_per_s"])
     minutes = student.get("train_minutes", 0.0) + student.get("labelling_minutes", 0.0)

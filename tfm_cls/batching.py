@@ -180,10 +180,10 @@ def tokenize_splits(
     strategy (one row per example) and the evaluation splits are windowed. `train_windows`: the
     training split is windowed too (the policy's stride), for training on one random window of
     each text per epoch (`window_rows`)."""
-    policy_or_default = policy if policy is not None else LongText()
-    train_policy = dataclasses.replace(policy_or_default, chunk=True) if train_windows else (
-        dataclasses.replace(policy, chunk=False) if policy is not None else None
-    )
+    if train_windows:
+        train_policy = dataclasses.replace(policy or LongText(), chunk=True)
+    else:
+        train_policy = dataclasses.replace(policy, chunk=False) if policy is not None else None
     out = {
         name: tokenize_dataset(ds, tokenizer, f"tokenize {name}", train_policy if name == "train" else policy)
         for name, ds in splits.items()
