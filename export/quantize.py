@@ -179,8 +179,8 @@ def read_task_labelled(
         raise QuantizeError(f"{path}: a {clf.head} or sentence-pair model is evaluated on a .jsonl file")
     index = {name: i for i, name in enumerate(clf.labels)}
     texts, pairs, ys = [], [], []
-    with path.open(encoding="utf-8") as f:
-        for lineno, line in enumerate(f, start=1):
+    with path.open("rb") as f:  # the one line reader: invalid UTF-8 is an error naming the line
+        for lineno, line in decoded_lines(f, str(path), "error", Stats()):
             if not line.strip():
                 continue
             try:

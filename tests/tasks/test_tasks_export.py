@@ -162,3 +162,15 @@ def test_int8_gate_uses_the_tasks_own_metric(exported, ml_data, pair_data, tmp_p
         assert report.accuracy_fp32 > 0.85  # the fp32 file's micro-F1 at its own thresholds
     strict = quantize_and_evaluate(path, data, tmp_path / "s.int8.onnx", threshold=-1.0, label_field=label_field, **fields)
     assert not strict.accepted and not (tmp_path / "s.int8.onnx").exists()
+
+
+def test_int8_gate_data_with_invalid_utf8_names_the_line(exported, ml_data, tmp_path):
+    from tfm_cls.export.infer import InferenceError
+
+    bad = tmp_path / "bad.jsonl"
+    lines = (ml_data / "test.jsonl").read_bytes().splitlines(keepends=True)
+    bad.write_bytes(b"".join(lines[:2]) + b'{"text": "caf\xe9", "labels": [0]}\n' + b"".join(lines[2:]))
+    with pytest.raises(InferenceError, match=r"bad.jsonl, line 3: invalid UTF-8"):
+        quantize_and_evaluate(exported["multi_label"][1], bad, tmp_path / "m.int8.onnx", threshold=100.0,
+                              label_field="labels")
+    assert not (tmp_path / "m.int8.onnx").exists()
