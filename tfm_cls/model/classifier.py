@@ -155,17 +155,21 @@ class TransformerClassifier(nn.Module):
         padding_mask = None if attention_mask is None else attention_mask == 0  # [B, T], True = pad
         return self.encoder(x, src_key_padding_mask=padding_mask)  # [B, T, D]
 
+    def features(
+        self, input_ids: Tensor, attention_mask: Tensor | None = None, token_type_ids: Tensor | None = None
+    ) -> Tensor:
+        """The pooled text vector the head reads: input_ids [B, T] -> [B, d_model]."""
+        hidden = self.encode(input_ids, attention_mask, token_type_ids)  # [B, T, D]
+        keep = torch.ones_like(input_ids, dtype=torch.bool) if attention_mask is None else attention_mask != 0
+        pooled = pool(hidden, keep, self.pooling)  # [B, D]
+        return pooled if self.pooler is None else self.pooler(pooled)
+
     def forward(
         self, input_ids: Tensor, attention_mask: Tensor | None = None, token_type_ids: Tensor | None = None
     ) -> Tensor:
         """input_ids [B, T] int64, attention_mask [B, T] (1 = token, 0 = padding) -> logits
         [B, num_classes]."""
-        hidden = self.encode(input_ids, attention_mask, token_type_ids)  # [B, T, D]
-        keep = torch.ones_like(input_ids, dtype=torch.bool) if attention_mask is None else attention_mask != 0
-        pooled = pool(hidden, keep, self.pooling)  # [B, D]
-        if self.pooler is not None:
-            pooled = self.pooler(pooled)
-        return self.head(self.dropout(pooled))  # [B, C]
+        return self.head(self.dropout(self.features(input_ids, attention_mask, token_type_ids)))  # [B, C]
 
     def _check_inputs(self, input_ids: Tensor, attention_mask: Tensor | None, token_type_ids: Tensor | None) -> None:
         if input_ids.dim() != 2:
