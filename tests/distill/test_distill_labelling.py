@@ -70,3 +70,25 @@ def test_onnx_teacher_gives_the_run_teachers_logits(teacher_run, teacher_onnx):
     b = open_teacher(teacher_onnx).logits(TEXTS[:50], 16)
     np.testing.assert_allclose(a, b, atol=1e-4)
     assert open_teacher(teacher_onnx).labels == open_teacher(teacher_run).labels
+
+
+def test_features_follow_the_logits_and_a_cache_without_them_is_not_reused(tmp_path, teacher_run, teacher_onnx):
+    import torch
+
+    from tfm_cls import runs as R
+
+    teacher = open_teacher(teacher_run)
+    both, report = teacher_outputs(teacher, TEXTS, "t" * 64, tmp_path, chunk_size=64, batch_size=16, resume=False,
+                                   progress=False, features=True)
+    assert both.shape == (300, 3 + teacher.feature_width()) and teacher.feature_width() == 32
+    np.testing.assert_allclose(both[:, :3], teacher.logits(TEXTS, 16), atol=1e-5)
+    run = R.load_run(teacher_run)
+    for row in (0, 7, 299):
+        with torch.no_grad():
+            direct = run.model.features(torch.tensor([run.tokenizer.encode(TEXTS[row]).ids]))[0].numpy()
+        np.testing.assert_allclose(both[row, 3:], direct, atol=1e-5)
+    with pytest.raises(TeacherError, match="outputs: 35 -> 3"):  # logits only now: the cache would not fit
+        _label(Counting(teacher), tmp_path, resume=True)
+    with pytest.raises(TeacherError, match="outputs no pooled vector"):
+        teacher_outputs(open_teacher(teacher_onnx), TEXTS, "t" * 64, tmp_path / "onnx", chunk_size=64, batch_size=16,
+                        resume=False, progress=False, features=True)

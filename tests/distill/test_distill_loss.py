@@ -4,7 +4,7 @@ import pytest
 import torch
 import torch.nn.functional as F
 
-from tfm_cls.distill.loss import distill_loss, gold_loss, soft_loss
+from tfm_cls.distill.loss import distill_loss, gold_loss, hint_loss, soft_loss
 
 
 def _batch(seed=0, b=6, c=4):
@@ -53,3 +53,10 @@ def test_multi_label_and_regression_heads_fit_the_same_call():
     mixed = distill_loss(student, teacher, targets, torch.ones(6, dtype=torch.bool), head="regression", kind="mse",
                          temperature=1.0, gold_weight=0.5)
     torch.testing.assert_close(mixed, 0.5 * F.mse_loss(student, teacher) + 0.5 * F.mse_loss(student, targets))
+
+
+def test_hint_loss_is_the_mean_squared_error_of_the_pooled_vectors():
+    g = torch.Generator().manual_seed(3)
+    student, teacher = torch.randn(5, 8, generator=g), torch.randn(5, 8, generator=g)
+    torch.testing.assert_close(hint_loss(student, teacher), F.mse_loss(student, teacher))
+    assert hint_loss(teacher, teacher) == 0

@@ -87,6 +87,78 @@ def test_onnx_teacher_and_teacher_tokenizer_with_pca_embeddings(tmp_path, tiny_d
     assert ratio.std() / ratio.mean() < 1e-4
 
 
+def test_teacher_output_pca_starts_the_student_from_the_teachers_single_token_outputs(tmp_path, tiny_data, teacher_onnx, teacher_run):
+    import torch
+
+    from tfm_cls.distill.task import build_student
+    from tfm_cls.distill.teacher import open_teacher
+
+    teacher = open_teacher(teacher_run)
+    outputs = teacher.token_outputs(batch_size=7)  # batches that do not divide the vocabulary
+    run = R.load_run(teacher_run)
+    assert outputs.shape == (run.model.config["vocab_size"], run.model.config["d_model"])
+    # Row v is what the head reads for a text that is token v alone, in the tokenizer's own template.
+    words = [w for w in ("cat", "soup", "golf", "very") if run.tokenizer.token_to_id(w) is not None]
+    assert words, "the tiny teacher's vocabulary should hold whole words"
+    for word in words:
+        encoding = run.tokenizer.encode(word)
+        with torch.no_grad():
+            direct = run.model.features(torch.tensor([encoding.ids]), torch.tensor([encoding.attention_mask]))[0]
+        np.testing.assert_allclose(outputs[run.tokenizer.token_to_id(word)], direct.numpy(), atol=1e-5)
+    assert not np.allclose(outputs, teacher.token_embeddings(), atol=1e-3)  # outputs, not the input embeddings
+    # The ONNX teacher inside its run directory gives the same rows; d_model = the teacher's width
+    # keeps the rows' pairwise distances up to one scale (PCA is a rotation).
+    np.testing.assert_allclose(open_teacher(teacher_onnx).token_outputs(), outputs, atol=1e-6)
+    cfg = distill_config(tiny_data, teacher_onnx, tmp_path / "x", "student.tokenizer=teacher",
+                         "student.embedding_init=teacher_output_pca", "model.d_model=32", "model.dim_feedforward=64")
+    init = build_student(cfg, run.tokenizer, 3, open_teacher(teacher_onnx)).token_embedding.embedding.weight.detach().numpy()
+    keep = np.arange(1, len(init))  # the [PAD] row is zeroed
+    d_student = np.linalg.norm(init[keep, None] - init[None, keep], axis=-1)
+    d_teacher = np.linalg.norm(outputs[keep, None] - outputs[None, keep], axis=-1)
+    ratio = d_student[d_teacher > 0] / d_teacher[d_teacher > 0]
+    assert ratio.std() / ratio.mean() < 1e-4
+
+
+def test_teacher_output_pca_needs_the_teachers_weights(tmp_path, tiny_data, teacher_onnx):
+    lone = tmp_path / "lone.onnx"
+    shutil.copy(teacher_onnx, lone)  # no run directory around it
+    with pytest.raises(TeacherError, match="embedding_init=teacher_output_pca: the ONNX teacher .* outside its run directory"):
+        distill(distill_config(tiny_data, lone, tmp_path / "run", "student.tokenizer=teacher",
+                               "student.embedding_init=teacher_output_pca", "model.d_model=32", "model.dim_feedforward=64"))
+    with pytest.raises(ConfigError, match="teacher_output_pca needs student.tokenizer=teacher"):
+        distill_config(tiny_data, lone, tmp_path / "run", "student.embedding_init=teacher_output_pca")
+
+
+def test_feature_hint_run_caches_the_pooled_vectors_and_trains_the_student(tmp_path, monkeypatch, tiny_data, teacher_run,
+                                                                           teacher_onnx):
+    from tfm_cls.distill.labelling import _chunk_path
+    from tfm_cls.distill.task import DistillTask
+
+    seen = {}
+    original = DistillTask.loss
+
+    def spy(self, model, batch):  # the hint's targets reach the loss: the PCA of the teacher's pooled vectors
+        seen["targets"] = self.feature_targets
+        seen["batch"] = batch["teacher_features"].shape
+        return original(self, model, batch)
+
+    monkeypatch.setattr(DistillTask, "loss", spy)
+    metrics = distill(distill_config(tiny_data, teacher_run, tmp_path / "run", "loss.feature_weight=1.0"))
+    chunk = np.load(_chunk_path(tmp_path / "run" / CACHE_DIR, 0))
+    assert chunk.shape[1] == 3 + 32  # logits, then the teacher's pooled vector
+    assert seen["targets"].shape == (metrics["data"]["train_examples"], 16) and seen["batch"][1] == 16
+    assert seen["targets"].std() == pytest.approx(1.0, rel=1e-3)
+    assert metrics["test"]["accuracy"] >= 0.8
+    # Refused before any work: an ONNX teacher has no pooled output; a student wider than the teacher.
+    with pytest.raises(ConfigError, match="feature_weight=1.0 needs the teacher's pooled vectors"):
+        distill(distill_config(tiny_data, teacher_onnx, tmp_path / "onnx", "loss.feature_weight=1.0"))
+    with pytest.raises(ConfigError, match="d_model=64 exceeds the teacher's width 32"):
+        distill(distill_config(tiny_data, teacher_run, tmp_path / "wide", "loss.feature_weight=1.0", "model.d_model=64"))
+    assert not (tmp_path / "onnx").exists() and not (tmp_path / "wide").exists()
+    with pytest.raises(ConfigError, match="loss.feature_weight: expected >= 0"):
+        distill_config(tiny_data, teacher_run, tmp_path / "x", "loss.feature_weight=-1")
+
+
 def test_teacher_changed_is_refused_on_resume(tmp_path, tiny_data):
     teacher = train_teacher(tiny_data, tmp_path / "teacher")
     distill(distill_config(tiny_data, teacher, tmp_path / "run", "train.epochs=1"))

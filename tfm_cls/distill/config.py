@@ -89,8 +89,14 @@ class DistillLossConfig:
     temperature: float = 2.0
     gold_weight: float = 0.5
     """Weight of the cross-entropy on the gold label, where a text has one."""
+    feature_weight: float = 0.0
+    """Weight of a hint on the representation (FitNets-style), added to the loss above: the mean
+    squared error between the student's pooled vector and the teacher's, projected on its first
+    d_model principal axes over the transfer set (fixed, scaled to unit variance). 0: off. Needs
+    teacher.path to be the teacher's run directory (an ONNX file outputs no pooled vector)."""
 
     def __post_init__(self) -> None:
+        require(self.feature_weight >= 0.0, f"loss.feature_weight: expected >= 0, got {self.feature_weight}")
         require(self.temperature > 0, f"loss.temperature: expected > 0, got {self.temperature}")
         require(0.0 <= self.gold_weight <= 1.0, f"loss.gold_weight: expected [0, 1], got {self.gold_weight}")
 
@@ -102,10 +108,12 @@ class StudentConfig:
     tokenizer: typing.Literal["own", "teacher"] = "own"
     """own: a tokenizer trained (per `tokenizer`) on the training + extra texts; teacher: the
     teacher's tokenizer (its truncation set to tokenizer.max_length)."""
-    embedding_init: typing.Literal["random", "teacher_pca"] = "random"
+    embedding_init: typing.Literal["random", "teacher_pca", "teacher_output_pca"] = "random"
     """teacher_pca: token embeddings = the teacher's input embedding matrix projected to d_model
-    by PCA (needs `tokenizer: teacher`, and the teacher's weights: a run directory, or an ONNX
-    file inside one)."""
+    by PCA; teacher_output_pca: the teacher's output for each vocabulary token alone (`[CLS]
+    token [SEP]`, pooled as its head reads it: model2vec's recipe, from the fine-tuned teacher)
+    projected the same way. Both need `tokenizer: teacher` and the teacher's weights (a run
+    directory, or an ONNX file inside one)."""
     select: typing.Literal["best", "last"] = "last"
     """Which weights the run keeps: the best on validation (train.best_metric), or the last ones
     (a small validation carve is noisy; the soft targets regularise, so late weights are good)."""
@@ -113,7 +121,7 @@ class StudentConfig:
     def __post_init__(self) -> None:
         require(
             self.embedding_init == "random" or self.tokenizer == "teacher",
-            "student.embedding_init=teacher_pca needs student.tokenizer=teacher (the rows must be the teacher's tokens)",
+            f"student.embedding_init={self.embedding_init} needs student.tokenizer=teacher (the rows must be the teacher's tokens)",
         )
 
 
@@ -138,7 +146,7 @@ class DistillConfig(RunConfig):
         require(
             self.model.init_from is None,
             f"model.init_from={self.model.init_from!r}: a distilled student starts from scratch "
-            "(student.embedding_init=teacher_pca starts its embeddings from the teacher's)",
+            "(student.embedding_init=teacher_pca / teacher_output_pca starts its embeddings from the teacher's)",
         )
         require(
             "auto" in (self.tokenizer.max_length, self.model.max_len) or self.tokenizer.max_length <= self.model.max_len,

@@ -1,7 +1,7 @@
 """The teacher's outputs on the transfer set: computed once, in chunks, cached in the run directory.
 
     RUN/teacher_outputs/meta.json        teacher sha256, transfer-set sha256, counts
-    RUN/teacher_outputs/chunk-00000.npy  outputs [chunk_size, num_outputs] float32, one file a chunk
+    RUN/teacher_outputs/chunk-00000.npy  outputs [chunk_size, num_outputs (+ pooled width)] float32, one file a chunk
 
 Each chunk is written atomically as soon as it is done, so a killed run relabels at most one
 chunk. The cache is keyed by the teacher's sha256 and the transfer set's: a cache made by another
@@ -45,12 +45,13 @@ def _load_chunk(path: Path, rows: int, width: int) -> np.ndarray | None:
 
 def teacher_outputs(
     teacher: Teacher, texts: list[str], transfer_sha256: str, run_dir: Path, *, chunk_size: int, batch_size: int,
-    resume: bool, progress: bool = True,
+    resume: bool, progress: bool = True, features: bool = False,
 ) -> tuple[np.ndarray, dict]:
-    """Teacher outputs [len(texts), num_outputs] for the transfer set, from the cache where it has them.
+    """Teacher outputs [len(texts), num_outputs] for the transfer set, from the cache where it has them
+    (with `features`: [len(texts), num_outputs + the teacher's pooled width], logits first).
     Returns them with a report (texts labelled now / taken from the cache, seconds)."""
     folder = run_dir / CACHE_DIR
-    width = len(teacher.labels)
+    width = len(teacher.labels) + (teacher.feature_width() if features else 0)
     meta = {
         "teacher_path": str(teacher.path), "teacher_sha256": teacher.sha256, "transfer_sha256": transfer_sha256,
         "texts": len(texts), "chunk_size": chunk_size, "outputs": width,
@@ -89,7 +90,8 @@ def teacher_outputs(
                leave=False, dynamic_ncols=True)
     for c in todo:
         chunk = texts[c * chunk_size : (c + 1) * chunk_size]
-        out = np.ascontiguousarray(teacher.logits(chunk, batch_size), dtype=np.float32)  # [rows, C]
+        out = teacher.logits_and_features(chunk, batch_size) if features else teacher.logits(chunk, batch_size)
+        out = np.ascontiguousarray(out, dtype=np.float32)  # [rows, C (+ D)]
         if out.shape != (len(chunk), width):
             raise TeacherError(f"teacher {teacher.path} returned outputs of shape {out.shape}, expected {(len(chunk), width)}")
         with atomic_path(_chunk_path(folder, c)) as tmp, open(tmp, "wb") as f:

@@ -6,7 +6,8 @@
 
 `distill_loss` mixes them: (1 - gold_weight) * soft + gold_weight * gold where an example has a
 gold label, soft alone where it has none. Only single_label teachers exist today; the other heads
-share the same call so that a multi-label or regression teacher needs no new task.
+share the same call so that a multi-label or regression teacher needs no new task. `hint_loss`
+is the optional representation term (loss.feature_weight), added on top for every head.
 """
 
 from __future__ import annotations
@@ -56,3 +57,9 @@ def distill_loss(
     hard = gold_loss(student, gold, head)  # [B]
     mixed = torch.where(has_gold, (1.0 - gold_weight) * soft + gold_weight * hard, soft)
     return mixed.mean()
+
+
+def hint_loss(student_pooled: Tensor, teacher_projected: Tensor) -> Tensor:
+    """The representation hint (loss.feature_weight): mean squared error [] between the student's
+    pooled vectors and the teacher's, projected to the student's width; [B, D] each."""
+    return ((student_pooled.float() - teacher_projected.float()) ** 2).mean()

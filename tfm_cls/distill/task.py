@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import dataclasses
 import logging
+import time
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -36,7 +37,7 @@ from tfm_cls.config import save_config
 from tfm_cls.data import load_data
 from tfm_cls.distill.config import DistillConfig
 from tfm_cls.distill.labelling import teacher_outputs
-from tfm_cls.distill.loss import distill_loss
+from tfm_cls.distill.loss import distill_loss, hint_loss
 from tfm_cls.distill.teacher import Teacher, open_teacher
 from tfm_cls.distill.transfer import NO_LABEL, TransferSet, build_transfer_set
 from tfm_cls.engine import Engine, job, seed_everything, start_process
@@ -76,7 +77,11 @@ class DistillTask(ClassificationTask):
         outputs: np.ndarray, head: str, run_dir: Path, env: D.DistEnv, amp: Precision,
     ) -> None:
         super().__init__(cfg.student_config(), model, splits, labels, run_dir, env, amp)
-        self.distill_cfg, self.outputs, self.head = cfg, outputs, head
+        self.distill_cfg, self.head = cfg, head
+        self.outputs = np.ascontiguousarray(outputs[:, : len(labels)])  # [N, C] logits
+        self.feature_targets: np.ndarray | None = None  # [N, d_model] where loss.feature_weight > 0
+        if cfg.loss.feature_weight > 0:
+            self.feature_targets = pca_project(outputs[:, len(labels) :], cfg.model.d_model, 1.0, cfg.seed)
         if cfg.student.select == "last":
             self.best_metric = None  # every evaluation (and the end) saves the latest weights
 
@@ -84,15 +89,22 @@ class DistillTask(ClassificationTask):
         for indices, batch in zip(batches, super().batches(epoch, batches)):
             batch["teacher"] = torch.from_numpy(self.outputs[indices])  # [B, C]
             batch["has_gold"] = batch["labels"] != NO_LABEL  # [B]
+            if self.feature_targets is not None:
+                batch["teacher_features"] = torch.from_numpy(self.feature_targets[indices])  # [B, d_model]
             yield batch
 
     def loss(self, model: nn.Module, batch: dict[str, Tensor]) -> Tensor:
         lc = self.distill_cfg.loss
-        logits = model(batch["input_ids"], batch["attention_mask"])  # [B, C]
-        return distill_loss(
+        pooled = model.features(batch["input_ids"], batch["attention_mask"])  # [B, d_model]
+        logits = model.head(model.dropout(pooled))  # [B, C]: the model's forward, keeping `pooled`
+        loss = distill_loss(
             logits, batch["teacher"], batch["labels"], batch["has_gold"], head=self.head, kind=lc.soft,
             temperature=lc.temperature, gold_weight=lc.gold_weight,
         )
+        if "teacher_features" in batch:
+            loss = loss + lc.feature_weight * hint_loss(pooled, batch["teacher_features"])
+        return loss
+
 
 
 # ---- building blocks ------------------------------------------------------------------------------------
@@ -101,6 +113,16 @@ class DistillTask(ClassificationTask):
 def checked_teacher(cfg: DistillConfig) -> tuple[Teacher, DistillConfig]:
     """The teacher, and the config with its sha256 filled in (an error if a given sha256 differs)."""
     teacher = open_teacher(cfg.teacher.path, cfg.teacher.threads)
+    if cfg.loss.feature_weight > 0 and not teacher.feature_width():
+        raise ConfigError(
+            f"loss.feature_weight={cfg.loss.feature_weight} needs the teacher's pooled vectors, which the ONNX file "
+            f"{cfg.teacher.path} does not output: give teacher.path as the teacher's run directory"
+        )
+    if cfg.loss.feature_weight > 0 and cfg.model.d_model > teacher.feature_width():
+        raise ConfigError(
+            f"loss.feature_weight: the student's d_model={cfg.model.d_model} exceeds the teacher's width "
+            f"{teacher.feature_width()}; the hint projects the teacher's pooled vector down to d_model"
+        )
     if cfg.teacher.sha256 and cfg.teacher.sha256 != teacher.sha256:
         raise TeacherError(
             f"teacher.path={cfg.teacher.path} has sha256 {teacher.sha256}, but teacher.sha256 asks for "
@@ -146,12 +168,12 @@ def student_tokenizer(cfg: DistillConfig, teacher: Teacher, texts: list[str]) ->
     return train_tokenizer(texts, cfg.tokenizer, limit)
 
 
-def pca_embeddings(matrix: np.ndarray, d_model: int, std: float, seed: int) -> np.ndarray:
-    """Rows of `matrix` [V, d_teacher] projected on its first d_model principal axes, scaled to `std`."""
+def pca_project(matrix: np.ndarray, d_model: int, std: float, seed: int) -> np.ndarray:
+    """Rows of `matrix` [N, d_teacher] projected on its first d_model principal axes, scaled to `std`."""
     from sklearn.decomposition import PCA
 
     if d_model > min(matrix.shape):
-        raise ConfigError(f"student.embedding_init=teacher_pca: d_model={d_model} exceeds the teacher's width {matrix.shape[1]}")
+        raise ConfigError(f"d_model={d_model} exceeds the teacher's width {matrix.shape[1]}: the PCA cannot keep that many axes")
     projected = PCA(n_components=d_model, svd_solver="full", random_state=seed).fit_transform(matrix.astype(np.float64))
     return (projected * (std / projected.std())).astype(np.float32)  # [V, d_model]
 
@@ -163,14 +185,22 @@ def build_student(cfg: DistillConfig, tokenizer: Tokenizer, num_classes: int, te
     model = R.build_model(dict(
         vocab_size=tokenizer.get_vocab_size(), num_classes=num_classes, pad_token_id=pad_id, **cfg.model.model_kwargs()
     ))
-    if cfg.student.embedding_init == "teacher_pca":
-        matrix = teacher.token_embeddings()[: tokenizer.get_vocab_size()]  # [V, d_teacher]
+    init_from = cfg.student.embedding_init
+    if init_from != "random":
+        started = time.perf_counter()
+        if init_from == "teacher_pca":
+            matrix = teacher.token_embeddings()  # [V, d_teacher]
+        else:
+            matrix = teacher.token_outputs(cfg.teacher.batch_size * 4)  # [V, d_teacher]
+        matrix = matrix[: tokenizer.get_vocab_size()]
         weight = model.token_embedding.embedding.weight
-        init = pca_embeddings(matrix, cfg.model.d_model, float(weight.detach().std()), cfg.seed)
+        init = pca_project(matrix, cfg.model.d_model, float(weight.detach().std()), cfg.seed)
         with torch.no_grad():
             weight[: len(init)] = torch.from_numpy(init)
             weight[pad_id].zero_()
-        logger.info("student token embeddings: PCA of the teacher's %s input embeddings", matrix.shape)
+        what = "input embeddings" if init_from == "teacher_pca" else "outputs for single tokens"
+        logger.info("student token embeddings: PCA of the teacher's %s %s (%.1f s)", matrix.shape, what,
+                    time.perf_counter() - started)
     return model
 
 
@@ -241,9 +271,10 @@ def distill(cfg: DistillConfig, *, resume: bool = False, overwrite: bool = False
         outputs, label_report = teacher_outputs(
             teacher, transfer.texts, transfer.fingerprint(), run_dir, chunk_size=cfg.teacher.chunk_size,
             batch_size=cfg.teacher.batch_size, resume=resume, progress=cfg.train.progress,
+            features=cfg.loss.feature_weight > 0,
         )
         gold = transfer.labels >= 0
-        agreement = float((outputs[gold].argmax(-1) == transfer.labels[gold]).mean()) if gold.any() else float("nan")
+        agreement = float((outputs[gold, : len(data.labels)].argmax(-1) == transfer.labels[gold]).mean()) if gold.any() else float("nan")
         policy = long_text_of(cfg.tokenizer)  # truncation / chunking, as eval and inference will apply them
         splits = {"train": transfer_split(transfer, tokenizer, policy),
                   **tokenize_splits({k: data.splits[k] for k in ("validation", "test")}, tokenizer, policy)}

@@ -7,8 +7,10 @@ ours, its labels, the sha256 of its weights / ONNX file) and loads the model laz
 
 from __future__ import annotations
 
+import contextlib
 import json
 import logging
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Protocol
 
@@ -44,13 +46,35 @@ class Teacher(Protocol):
     def token_embeddings(self) -> np.ndarray:
         """The input token-embedding matrix [vocab, d_teacher]."""
 
+    def token_outputs(self, batch_size: int) -> np.ndarray:
+        """[vocab, d_teacher]: the pooled vector the teacher's head reads for each vocabulary token
+        alone, in its tokenizer's template (`[CLS] token [SEP]`): model2vec's static embeddings,
+        taken from the fine-tuned teacher."""
+
     def logits(self, texts: list[str], batch_size: int) -> np.ndarray:
         """Raw outputs [len(texts), num_outputs], in input order."""
+
+    def feature_width(self) -> int:
+        """Width of the pooled vector its head reads (0: the teacher cannot give it, e.g. ONNX)."""
+
+    def logits_and_features(self, texts: list[str], batch_size: int) -> np.ndarray:
+        """[len(texts), num_outputs + feature_width]: the logits, then the pooled vector."""
 
 
 def _length_batches(lengths: list[int], batch_size: int) -> list[list[int]]:
     order = np.argsort(lengths, kind="stable")  # similar lengths together: little padding
     return [order[i : i + batch_size].tolist() for i in range(0, len(order), batch_size)]
+
+
+def special_tokens_around(tokenizer: Tokenizer) -> tuple[list[int], list[int]]:
+    """The ids the tokenizer's template puts before and after one text (BERT: [CLS] / [SEP])."""
+    probe = "a"
+    plain = tokenizer.encode(probe, add_special_tokens=False).ids
+    full = tokenizer.encode(probe).ids
+    for start in range(len(full) - len(plain) + 1):
+        if full[start : start + len(plain)] == plain:
+            return full[:start], full[start + len(plain) :]
+    raise TeacherError("the teacher's tokenizer template does not keep the text's own tokens; cannot embed single tokens")
 
 
 def _pad(ids: list[list[int]], pad_id: int) -> tuple[np.ndarray, np.ndarray]:
@@ -118,22 +142,58 @@ class RunTeacher:
             return f.get_tensor("token_embedding.embedding.weight").float().numpy()
 
     @torch.no_grad()
+    def token_outputs(self, batch_size: int = 256) -> np.ndarray:
+        run = self._loaded()
+        tokenizer = Tokenizer.from_str(run.tokenizer.to_str())
+        tokenizer.no_padding()
+        tokenizer.no_truncation()
+        before, after = special_tokens_around(tokenizer)
+        vocab = int(run.model.config["vocab_size"])
+        out = np.empty((vocab, int(run.model.config["d_model"])), dtype=np.float32)
+        with self._threads():
+            for start in range(0, vocab, batch_size):
+                ids = torch.arange(start, min(vocab, start + batch_size))[:, None]  # [n, 1]
+                n = len(ids)
+                input_ids = torch.cat([torch.tensor([before] * n, dtype=torch.long).view(n, -1), ids,
+                                       torch.tensor([after] * n, dtype=torch.long).view(n, -1)], dim=1)  # [n, T]
+                out[start : start + n] = run.model.features(input_ids).float().numpy()  # [n, D]
+        return out
+
+    @contextlib.contextmanager
+    def _threads(self) -> Iterator[None]:
+        threads = torch.get_num_threads()
+        if self.threads:
+            torch.set_num_threads(self.threads)
+        try:
+            yield
+        finally:
+            torch.set_num_threads(threads)
+
     def logits(self, texts: list[str], batch_size: int) -> np.ndarray:
+        return self._forward(texts, batch_size, with_features=False)
+
+    def feature_width(self) -> int:
+        return int(self.model_config["d_model"])
+
+    def logits_and_features(self, texts: list[str], batch_size: int) -> np.ndarray:
+        return self._forward(texts, batch_size, with_features=True)
+
+    @torch.no_grad()
+    def _forward(self, texts: list[str], batch_size: int, *, with_features: bool) -> np.ndarray:
         run = self._loaded()
         tokenizer = Tokenizer.from_str(run.tokenizer.to_str())
         tokenizer.no_padding()
         ids = [e.ids for e in tokenizer.encode_batch(texts)]
         pad_id = run.model.config.get("pad_token_id") or 0
-        out = np.empty((len(texts), len(self.labels)), dtype=np.float32)
-        threads = torch.get_num_threads()
-        if self.threads:
-            torch.set_num_threads(self.threads)
-        try:
+        width = len(self.labels) + (self.feature_width() if with_features else 0)
+        out = np.empty((len(texts), width), dtype=np.float32)
+        with self._threads():
             for rows in _length_batches([len(x) for x in ids], batch_size):
                 input_ids, mask = _pad([ids[i] for i in rows], pad_id)
-                out[rows] = run.model(torch.from_numpy(input_ids), torch.from_numpy(mask)).float().numpy()  # [B, C]
-        finally:
-            torch.set_num_threads(threads)
+                pooled = run.model.features(torch.from_numpy(input_ids), torch.from_numpy(mask))  # [B, D]
+                logits = run.model.head(pooled)  # [B, C] (dropout is off in eval mode)
+                both = torch.cat([logits, pooled], dim=1) if with_features else logits  # [B, C (+ D)]
+                out[rows] = both.float().numpy()
         return out
 
 
@@ -147,6 +207,7 @@ class OnnxTeacher:
         from tfm_cls.export.infer import Classifier, InferenceError
 
         self.path = self.weights_file = path
+        self.threads = threads
         try:
             self.classifier = Classifier(str(path), threads=threads or 0)
         except InferenceError as err:
@@ -167,15 +228,27 @@ class OnnxTeacher:
     def num_parameters(self) -> int:
         return int(sum(int(np.prod(t.dims)) for t in self._initializers()))
 
-    def token_embeddings(self) -> np.ndarray:
-        # The weights of the run the file was exported from, when it lies inside that run directory.
+    def _run_teacher(self, why: str) -> RunTeacher:
+        """The run the file was exported from, when it lies inside that run directory."""
         run_dir = self.path.parent
         if (run_dir / R.WEIGHTS_FILE).is_file() and (run_dir / R.LABELS_FILE).is_file():
-            return RunTeacher(run_dir).token_embeddings()
+            return RunTeacher(run_dir, self.threads)
         raise TeacherError(
-            f"student.embedding_init=teacher_pca: the ONNX teacher {self.path} lies outside its run directory, "
-            "so its token embeddings are not at hand; give teacher.path as the run directory, or use embedding_init=random"
+            f"{why}: the ONNX teacher {self.path} lies outside its run directory, so its weights are not "
+            "at hand; give teacher.path as the run directory, or use student.embedding_init=random"
         )
+
+    def token_embeddings(self) -> np.ndarray:
+        return self._run_teacher("student.embedding_init=teacher_pca").token_embeddings()
+
+    def token_outputs(self, batch_size: int = 256) -> np.ndarray:
+        return self._run_teacher("student.embedding_init=teacher_output_pca").token_outputs(batch_size)
+
+    def feature_width(self) -> int:
+        return 0  # the exported graph outputs logits and probabilities only
+
+    def logits_and_features(self, texts: list[str], batch_size: int) -> np.ndarray:
+        raise TeacherError(f"the ONNX teacher {self.path} outputs no pooled vector; give its run directory")
 
     def logits(self, texts: list[str], batch_size: int) -> np.ndarray:
         ids, _ = self.classifier.encode(texts)
