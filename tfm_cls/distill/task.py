@@ -106,7 +106,6 @@ class DistillTask(ClassificationTask):
         return loss
 
 
-
 # ---- building blocks ------------------------------------------------------------------------------------
 
 
@@ -175,7 +174,7 @@ def pca_project(matrix: np.ndarray, d_model: int, std: float, seed: int) -> np.n
     if d_model > min(matrix.shape):
         raise ConfigError(f"d_model={d_model} exceeds the teacher's width {matrix.shape[1]}: the PCA cannot keep that many axes")
     projected = PCA(n_components=d_model, svd_solver="full", random_state=seed).fit_transform(matrix.astype(np.float64))
-    return (projected * (std / projected.std())).astype(np.float32)  # [V, d_model]
+    return (projected * (std / projected.std())).astype(np.float32)  # [N, d_model]
 
 
 def build_student(cfg: DistillConfig, tokenizer: Tokenizer, num_classes: int, teacher: Teacher) -> nn.Module:
