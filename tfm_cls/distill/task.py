@@ -95,8 +95,7 @@ class DistillTask(ClassificationTask):
 
     def loss(self, model: nn.Module, batch: dict[str, Tensor]) -> Tensor:
         lc = self.distill_cfg.loss
-        pooled = model.features(batch["input_ids"], batch["attention_mask"])  # [B, d_model]
-        logits = model.head(model.dropout(pooled))  # [B, C]: the model's forward, keeping `pooled`
+        logits, pooled = model.logits_and_features(batch["input_ids"], batch["attention_mask"])  # [B, C], [B, d_model]
         loss = distill_loss(
             logits, batch["teacher"], batch["labels"], batch["has_gold"], head=self.head, kind=lc.soft,
             temperature=lc.temperature, gold_weight=lc.gold_weight,

@@ -147,15 +147,14 @@ class RunTeacher:
         tokenizer = Tokenizer.from_str(run.tokenizer.to_str())
         tokenizer.no_padding()
         tokenizer.no_truncation()
-        before, after = special_tokens_around(tokenizer)
+        before, after = (torch.tensor(ids, dtype=torch.long) for ids in special_tokens_around(tokenizer))
         vocab = int(run.model.config["vocab_size"])
         out = np.empty((vocab, int(run.model.config["d_model"])), dtype=np.float32)
         with self._threads():
             for start in range(0, vocab, batch_size):
                 ids = torch.arange(start, min(vocab, start + batch_size))[:, None]  # [n, 1]
                 n = len(ids)
-                input_ids = torch.cat([torch.tensor([before] * n, dtype=torch.long).view(n, -1), ids,
-                                       torch.tensor([after] * n, dtype=torch.long).view(n, -1)], dim=1)  # [n, T]
+                input_ids = torch.cat([before.expand(n, -1), ids, after.expand(n, -1)], dim=1)  # [n, T]
                 out[start : start + n] = run.model.features(input_ids).float().numpy()  # [n, D]
         return out
 
@@ -190,8 +189,7 @@ class RunTeacher:
         with self._threads():
             for rows in _length_batches([len(x) for x in ids], batch_size):
                 input_ids, mask = _pad([ids[i] for i in rows], pad_id)
-                pooled = run.model.features(torch.from_numpy(input_ids), torch.from_numpy(mask))  # [B, D]
-                logits = run.model.head(pooled)  # [B, C] (dropout is off in eval mode)
+                logits, pooled = run.model.logits_and_features(torch.from_numpy(input_ids), torch.from_numpy(mask))
                 both = torch.cat([logits, pooled], dim=1) if with_features else logits  # [B, C (+ D)]
                 out[rows] = both.float().numpy()
         return out

@@ -164,12 +164,19 @@ class TransformerClassifier(nn.Module):
         pooled = pool(hidden, keep, self.pooling)  # [B, D]
         return pooled if self.pooler is None else self.pooler(pooled)
 
+    def logits_and_features(
+        self, input_ids: Tensor, attention_mask: Tensor | None = None, token_type_ids: Tensor | None = None
+    ) -> tuple[Tensor, Tensor]:
+        """The forward pass, keeping the pooled vector: (logits [B, num_classes], features [B, d_model])."""
+        pooled = self.features(input_ids, attention_mask, token_type_ids)  # [B, D]
+        return self.head(self.dropout(pooled)), pooled
+
     def forward(
         self, input_ids: Tensor, attention_mask: Tensor | None = None, token_type_ids: Tensor | None = None
     ) -> Tensor:
         """input_ids [B, T] int64, attention_mask [B, T] (1 = token, 0 = padding) -> logits
         [B, num_classes]."""
-        return self.head(self.dropout(self.features(input_ids, attention_mask, token_type_ids)))  # [B, C]
+        return self.logits_and_features(input_ids, attention_mask, token_type_ids)[0]  # [B, C]
 
     def _check_inputs(self, input_ids: Tensor, attention_mask: Tensor | None, token_type_ids: Tensor | None) -> None:
         if input_ids.dim() != 2:
