@@ -472,7 +472,7 @@ class Classifier:
         encodings = self.tokenizer.encode_batch(list(zip(texts, pairs))) if texts else []
         return [e.ids for e in encodings], [e.type_ids for e in encodings], [bool(e.overflowing) for e in encodings]
 
-    def _feeds(
+    def feeds(
         self, ids: list[list[int]], rows: list[int] | None = None, types: list[list[int]] | None = None
     ) -> dict[str, np.ndarray]:
         rows = list(range(len(ids))) if rows is None else rows
@@ -489,7 +489,7 @@ class Classifier:
     def run(self, ids: list[list[int]], types: list[list[int]] | None = None) -> np.ndarray:
         """Scores for one batch of token id lists, padded here: probabilities [batch, num_classes]
         (softmax, or per-label sigmoid for multi-label), or values [batch] (regression)."""
-        feeds = self._feeds(ids, None, types)
+        feeds = self.feeds(ids, None, types)
         if self.head == "regression":
             return self.session.run(["value"], feeds)[0]
         if "probabilities" in self.output_names:
@@ -525,7 +525,7 @@ class Classifier:
         # chunking: single-label models on single texts only (checked in __init__)
         logits = np.empty((len(ids), num_classes), dtype=np.float32)  # [windows, C]
         for rows in batches:
-            logits[rows] = self.session.run(["logits"], self._feeds(ids, rows))[0]
+            logits[rows] = self.session.run(["logits"], self.feeds(ids, rows))[0]
         texts_logits = aggregate_windows(logits, windows, self.policy.aggregate, self.policy.scores)
         return _softmax(texts_logits).astype(np.float32), truncated, windows
 

@@ -122,6 +122,15 @@ class TokenizedSplit:
         return np.repeat(self.labels, self.windows, axis=0)[rows]
 
 
+def _labels(mapped: Dataset) -> np.ndarray:
+    """The split's targets: class ids [N] (int64), or float targets (multi-label multi-hot [N, C],
+    regression values [N]); zeros where the split has no labels."""
+    if "label" not in mapped.column_names:
+        return np.zeros(len(mapped), np.int64)
+    dtype = np.float32 if _float_target(mapped.features["label"]) else np.int64
+    return np.asarray(mapped["label"], dtype=dtype)
+
+
 def tokenize_dataset(
     ds: Dataset, tokenizer: Tokenizer, desc: str = "tokenize", policy: LongText | None = None
 ) -> TokenizedSplit:
@@ -143,10 +152,7 @@ def tokenize_dataset(
         _encode_batch, batched=True, batch_size=1000, fn_kwargs={"tokenizer_json": tokenizer.to_str()},
         remove_columns=["text", "text_pair"] if pairs else ["text"], desc=desc,
     )
-    labels = np.asarray(mapped["label"], dtype=np.int64) if "label" in mapped.column_names else np.zeros(len(mapped), np.int64)
-    if "label" in mapped.column_names and _float_target(mapped.features["label"]):
-        # multi-label multi-hot [N, C] and regression values [N] are float targets
-        labels = np.asarray(mapped["label"], dtype=np.float32)
+    labels = _labels(mapped)
     return TokenizedSplit(
         input_ids=mapped["input_ids"], labels=labels, lengths=np.asarray(mapped["length"], dtype=np.int64),
         num_truncated=int(sum(mapped["truncated"])), num_empty=int(sum(mapped["empty"])),
@@ -160,9 +166,7 @@ def _tokenize_long(ds: Dataset, tokenizer: Tokenizer, desc: str, policy: LongTex
         _encode_batch_long, batched=True, batch_size=1000, remove_columns=["text"], desc=desc,
         fn_kwargs={"tokenizer_json": tokenizer.to_str(), "policy_json": policy.to_json()},
     )
-    labels = np.asarray(mapped["label"], dtype=np.int64) if "label" in mapped.column_names else np.zeros(len(mapped), np.int64)
-    if "label" in mapped.column_names and _float_target(mapped.features["label"]):
-        labels = np.asarray(mapped["label"], dtype=np.float32)  # multi-label [N, C] / regression [N]
+    labels = _labels(mapped)
     per_example = mapped["input_ids"]
     windows = np.asarray([len(ws) for ws in per_example], dtype=np.int64)
     return TokenizedSplit(

@@ -273,7 +273,7 @@ def finish_run(
     tc, device = cfg.train, env.device
     results: dict[str, Any] = {}
     if task.task_head.task != SINGLE_LABEL:
-        return finish_task_run(task, data, state, epochs_done, board)
+        return finish_task_run(task, data, state, epochs_done, board, extra)
     results["validation"], _ = evaluate(
         model, splits["validation"], data.labels, tc.eval_batch_size, device, task.pad_id, env=env, amp=task.amp
     )
@@ -331,7 +331,7 @@ def finish_run(
 
 def finish_task_run(
     task: ClassificationTask, data: ClassificationData, state: TrainState, epochs_done: float,
-    board: TensorBoardSink | None = None,
+    board: TensorBoardSink | None = None, extra: dict[str, Any] | None = None,
 ) -> dict[str, Any]:
     """finish_run of a multi_label or regression run: thresholds tuned on validation with the best
     weights (thresholds.json), validation and test metrics, report and figures (rank 0)."""
@@ -361,6 +361,7 @@ def finish_task_run(
             "empty": {name: split.num_empty for name, split in splits.items()},
             "pairs": splits["train"].token_type_ids is not None,
         },
+        **(extra or {}),
     }
     if env.is_main:
         from tfm_cls.metrics import multi_label_report, regression_report

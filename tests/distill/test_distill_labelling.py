@@ -20,12 +20,12 @@ class Counting:
         self.path, self.kind, self.head, self.labels = teacher.path, teacher.kind, teacher.head, teacher.labels
         self.sha256 = sha256 or teacher.sha256
 
-    def logits(self, texts, batch_size):
+    def logits(self, texts, batch_size, pairs=None):
         self.calls += 1
         if self.calls == self.fail_at:
             raise KeyboardInterrupt("killed")
         self.texts += len(texts)
-        return self.inner.logits(texts, batch_size)
+        return self.inner.logits(texts, batch_size, pairs)
 
 
 def _label(teacher, run_dir, resume=False, sha="t" * 64):

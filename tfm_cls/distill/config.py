@@ -63,12 +63,17 @@ class TransferConfig:
     ngram_max: int = 5
     extra_text: ExtraTextConfig = dataclasses.field(default_factory=ExtraTextConfig)
     """Unlabelled text added as it is (the teacher labels it); texts that hold a test or validation
-    text are dropped (or an error), with the MLM corpus's overlap guard."""
+    text are dropped (or an error), with the MLM corpus's overlap guard. Single texts only."""
+    pair_neighbours: int = 0
+    """Sentence pairs only: pair each distinct training sentence with its k nearest other training
+    sentences (word TF-IDF cosine) as new, unlabelled pairs; 0: off. A validation or test pair is
+    never added."""
     seed: int | None = None
     """Seed of the augmentation (None: the run's seed)."""
 
     def __post_init__(self) -> None:
         require(self.copies >= 0, f"transfer.copies: expected >= 0, got {self.copies}")
+        require(self.pair_neighbours >= 0, f"transfer.pair_neighbours: expected >= 0, got {self.pair_neighbours}")
         for key in ("mask_rate", "replace_rate", "ngram_rate"):
             value = getattr(self, key)
             require(0.0 <= value <= 1.0, f"transfer.{key}: expected a rate in [0, 1], got {value}")
@@ -154,6 +159,11 @@ class DistillConfig(RunConfig):
             "(the positional encoding's size): lower tokenizer.max_length or raise model.max_len",
         )
         require(self.train.label_smoothing == 0.0, "train.label_smoothing: the soft targets replace it; remove it")
+        pairs, extra = self.data.text_pair_column is not None, self.transfer.extra_text
+        require(not (pairs and (extra.paths or extra.hf_dataset)),
+                "transfer.extra_text adds single texts; for sentence pairs use transfer.pair_neighbours")
+        require(pairs or not self.transfer.pair_neighbours,
+                "transfer.pair_neighbours applies to sentence pairs (give data.text_pair_column, or set it to 0)")
         require(
             self.tokenizer.train_window == "truncate",
             "tokenizer.train_window: random trains on a random window per epoch, but the teacher labels each "

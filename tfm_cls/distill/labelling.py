@@ -45,10 +45,11 @@ def _load_chunk(path: Path, rows: int, width: int) -> np.ndarray | None:
 
 def teacher_outputs(
     teacher: Teacher, texts: list[str], transfer_sha256: str, run_dir: Path, *, chunk_size: int, batch_size: int,
-    resume: bool, progress: bool = True, features: bool = False,
+    resume: bool, progress: bool = True, features: bool = False, pairs: list[str] | None = None,
 ) -> tuple[np.ndarray, dict]:
     """Teacher outputs [len(texts), num_outputs] for the transfer set, from the cache where it has them
-    (with `features`: [len(texts), num_outputs + the teacher's pooled width], logits first).
+    (with `features`: [len(texts), num_outputs + the teacher's pooled width], logits first; with
+    `pairs`, the second text of each sentence pair).
     Returns them with a report (texts labelled now / taken from the cache, seconds)."""
     folder = run_dir / CACHE_DIR
     width = len(teacher.labels) + (teacher.feature_width() if features else 0)
@@ -90,7 +91,9 @@ def teacher_outputs(
                leave=False, dynamic_ncols=True)
     for c in todo:
         chunk = texts[c * chunk_size : (c + 1) * chunk_size]
-        out = teacher.logits_and_features(chunk, batch_size) if features else teacher.logits(chunk, batch_size)
+        second_texts = None if pairs is None else pairs[c * chunk_size : (c + 1) * chunk_size]
+        out = (teacher.logits_and_features(chunk, batch_size, second_texts) if features
+               else teacher.logits(chunk, batch_size, second_texts))
         out = np.ascontiguousarray(out, dtype=np.float32)  # [rows, C (+ D)]
         if out.shape != (len(chunk), width):
             raise TeacherError(f"teacher {teacher.path} returned outputs of shape {out.shape}, expected {(len(chunk), width)}")

@@ -39,13 +39,14 @@ from tfm_cls.distill.config import DistillConfig
 from tfm_cls.distill.labelling import teacher_outputs
 from tfm_cls.distill.loss import distill_loss, hint_loss
 from tfm_cls.distill.teacher import Teacher, open_teacher
-from tfm_cls.distill.transfer import NO_LABEL, TransferSet, build_transfer_set
+from tfm_cls.distill.transfer import NO_LABEL, TransferSet, build_pair_transfer_set, build_transfer_set
 from tfm_cls.engine import Engine, job, seed_everything, start_process
 from tfm_cls.errors import ConfigError, RunDirError, TeacherError
 from tfm_cls.export.infer import LongText
 from tfm_cls.io import read_json, write_json
 from tfm_cls.precision import Precision
 from tfm_cls.pretrain.corpus import assemble_corpus, load_extra_texts
+from tfm_cls.tasks import REGRESSION, SINGLE_LABEL
 from tfm_cls.tensorboard import TensorBoardSink
 from tfm_cls.tokenizer import (
     PAD,
@@ -78,6 +79,8 @@ class DistillTask(ClassificationTask):
     ) -> None:
         super().__init__(cfg.student_config(), model, splits, labels, run_dir, env, amp)
         self.distill_cfg, self.head = cfg, head
+        gold = splits["train"].labels
+        self.has_gold = ~np.isnan(gold) if head == REGRESSION else gold != NO_LABEL  # [N]
         self.outputs = np.ascontiguousarray(outputs[:, : len(labels)])  # [N, C] logits
         self.feature_targets: np.ndarray | None = None  # [N, d_model] where loss.feature_weight > 0
         if cfg.loss.feature_weight > 0:
@@ -88,14 +91,18 @@ class DistillTask(ClassificationTask):
     def batches(self, epoch: int, batches: list[list[int]]) -> Iterator[dict[str, Tensor]]:
         for indices, batch in zip(batches, super().batches(epoch, batches)):
             batch["teacher"] = torch.from_numpy(self.outputs[indices])  # [B, C]
-            batch["has_gold"] = batch["labels"] != NO_LABEL  # [B]
+            batch["has_gold"] = torch.from_numpy(self.has_gold[indices])  # [B]
+            if self.head == REGRESSION:  # values [B, 1]; 0 where there is none (NaN would poison the gradient)
+                batch["labels"] = torch.where(batch["has_gold"], batch["labels"], 0.0)[:, None]
             if self.feature_targets is not None:
                 batch["teacher_features"] = torch.from_numpy(self.feature_targets[indices])  # [B, d_model]
             yield batch
 
     def loss(self, model: nn.Module, batch: dict[str, Tensor]) -> Tensor:
         lc = self.distill_cfg.loss
-        logits, pooled = model.logits_and_features(batch["input_ids"], batch["attention_mask"])  # [B, C], [B, d_model]
+        logits, pooled = model.logits_and_features(
+            batch["input_ids"], batch["attention_mask"], batch.get("token_type_ids")
+        )  # [B, C], [B, d_model]
         loss = distill_loss(
             logits, batch["teacher"], batch["labels"], batch["has_gold"], head=self.head, kind=lc.soft,
             temperature=lc.temperature, gold_weight=lc.gold_weight,
@@ -111,6 +118,16 @@ class DistillTask(ClassificationTask):
 def checked_teacher(cfg: DistillConfig) -> tuple[Teacher, DistillConfig]:
     """The teacher, and the config with its sha256 filled in (an error if a given sha256 differs)."""
     teacher = open_teacher(cfg.teacher.path, cfg.teacher.threads)
+    if cfg.data.task not in (SINGLE_LABEL, REGRESSION):
+        raise ConfigError(f"data.task={cfg.data.task}: tfm-cls distill takes single_label and regression tasks")
+    if teacher.head != cfg.data.task:
+        raise TeacherError(f"teacher.path={cfg.teacher.path} is a {teacher.head} model, but data.task={cfg.data.task}")
+    pairs = cfg.data.text_pair_column is not None
+    if teacher.pair != pairs:
+        raise TeacherError(
+            f"teacher.path={cfg.teacher.path} reads {'sentence pairs' if teacher.pair else 'single texts'}, but the data "
+            + ("has data.text_pair_column" if pairs else "has no data.text_pair_column")
+        )
     if cfg.loss.feature_weight > 0 and not teacher.feature_width():
         raise ConfigError(
             f"loss.feature_weight={cfg.loss.feature_weight} needs the teacher's pooled vectors, which the ONNX file "
@@ -180,8 +197,13 @@ def build_student(cfg: DistillConfig, tokenizer: Tokenizer, num_classes: int, te
     pad_id = (tokenizer.padding or {}).get("pad_id", tokenizer.token_to_id(PAD))
     pad_id = PAD_ID if pad_id is None else int(pad_id)
     seed_everything(cfg.seed)  # the student's initial weights do not depend on what ran before
+    segments = cfg.model.segment_embedding
+    if segments is None:
+        segments = cfg.data.text_pair_column is not None
+    extra = {"type_vocab_size": 2} if segments else {}  # as tfm-cls train builds it
     model = R.build_model(dict(
-        vocab_size=tokenizer.get_vocab_size(), num_classes=num_classes, pad_token_id=pad_id, **cfg.model.model_kwargs()
+        vocab_size=tokenizer.get_vocab_size(), num_classes=num_classes, pad_token_id=pad_id, **cfg.model.model_kwargs(),
+        **extra,
     ))
     init_from = cfg.student.embedding_init
     if init_from != "random":
@@ -205,9 +227,33 @@ def build_student(cfg: DistillConfig, tokenizer: Tokenizer, num_classes: int, te
 def transfer_split(transfer: TransferSet, tokenizer: Tokenizer, policy: LongText | None = None) -> TokenizedSplit:
     """The transfer set tokenized as the student trains on it: one row per text, cut by the
     policy's truncation strategy (the teacher labelled each text once, so no windows)."""
-    ds = Dataset.from_dict({"text": transfer.texts, "label": transfer.labels.tolist()})
+    columns = {"text": transfer.texts, "label": transfer.labels.tolist()}
+    if transfer.pairs is not None:
+        columns["text_pair"] = transfer.pairs
+    ds = Dataset.from_dict(columns)
     policy = dataclasses.replace(policy, chunk=False) if policy is not None else None
     return tokenize_dataset(ds, tokenizer, "tokenize transfer set", policy)
+
+
+def transfer_set(cfg: DistillConfig, data, extra: list[str]) -> TransferSet:
+    """The transfer set of single texts (with `extra`) or of sentence pairs (never a held-out pair)."""
+    train = data.splits["train"]
+    if "text_pair" not in train.column_names:
+        return build_transfer_set(list(train["text"]), train["label"], extra, cfg.transfer, cfg.augmentation_seed())
+    held_out = [pair for k in ("validation", "test") for pair in zip(data.splits[k]["text"], data.splits[k]["text_pair"])]
+    return build_pair_transfer_set(
+        list(train["text"]), list(train["text_pair"]), train["label"], held_out, cfg.transfer, cfg.augmentation_seed(),
+        regression=cfg.data.task == REGRESSION,
+    )
+
+
+def teacher_agreement(teacher_logits: np.ndarray, gold: np.ndarray, head: str) -> float:
+    """How well the teacher fits the gold training labels: accuracy, or Pearson r (regression)."""
+    if len(gold) < 2:
+        return float("nan")
+    if head == REGRESSION:
+        return float(np.corrcoef(teacher_logits[:, 0], gold)[0, 1])
+    return float((teacher_logits.argmax(-1) == gold).mean())
 
 
 def extra_texts(cfg: DistillConfig, data) -> list[str]:
@@ -241,7 +287,9 @@ def distill(cfg: DistillConfig, *, resume: bool = False, overwrite: bool = False
             )
         extra = extra_texts(cfg, data)
         train_texts = list(data.splits["train"]["text"])
-        transfer = build_transfer_set(train_texts, data.splits["train"]["label"], extra, cfg.transfer, cfg.augmentation_seed())
+        transfer = transfer_set(cfg, data, extra)
+        if transfer.pairs is not None:
+            train_texts = [*train_texts, *data.splits["train"]["text_pair"]]  # what the student's vocabulary sees
         asked = cfg  # as given (`auto` lengths kept): distill_config.yaml
         if train_resume:  # exactly what the interrupted run built (weights come from the checkpoint)
             tokenizer = load_tokenizer(run_dir / R.TOKENIZER_FILE)
@@ -253,6 +301,9 @@ def distill(cfg: DistillConfig, *, resume: bool = False, overwrite: bool = False
             length = max_length_of(tokenizer)
             cfg = resolved_lengths(cfg, length, length if cfg.model.max_len == "auto" else cfg.model.max_len)
             model = build_student(cfg, tokenizer, len(data.labels), teacher)
+            if cfg.data.task == REGRESSION:  # the head starts at the mean training target, as tfm-cls train's
+                with torch.no_grad():
+                    model.head.bias.fill_(float(np.mean(data.splits["train"]["label"])))
         student_params, teacher_params = sum(p.numel() for p in model.parameters()), teacher.num_parameters()
         if student_params >= teacher_params:
             logger.warning(
@@ -269,19 +320,20 @@ def distill(cfg: DistillConfig, *, resume: bool = False, overwrite: bool = False
         outputs, label_report = teacher_outputs(
             teacher, transfer.texts, transfer.fingerprint(), run_dir, chunk_size=cfg.teacher.chunk_size,
             batch_size=cfg.teacher.batch_size, resume=resume, progress=cfg.train.progress,
-            features=cfg.loss.feature_weight > 0,
+            features=cfg.loss.feature_weight > 0, pairs=transfer.pairs,
         )
-        gold = transfer.labels >= 0
-        agreement = float((outputs[gold, : len(data.labels)].argmax(-1) == transfer.labels[gold]).mean()) if gold.any() else float("nan")
+        gold = transfer.has_gold
+        agreement = teacher_agreement(outputs[gold, : len(data.labels)], transfer.labels[gold], teacher.head)
         policy = long_text_of(cfg.tokenizer)  # truncation / chunking, as eval and inference will apply them
         splits = {"train": transfer_split(transfer, tokenizer, policy),
                   **tokenize_splits({k: data.splits[k] for k in ("validation", "test")}, tokenizer, policy)}
         task = DistillTask(cfg, model, splits, data.labels, outputs, teacher.head, run_dir, env, amp)
         logger.info(
             "student: %.2fM parameters (teacher %.2fM), %d layers, d_model %d, vocabulary %d (%s tokenizer); "
-            "transfer set %d texts (%d with gold labels; teacher agrees with %.1f%% of them)",
+            "transfer set %d texts (%d with gold labels; teacher %s %.3f on them)",
             student_params / 1e6, teacher_params / 1e6, len(model.encoder.layers), model.config["d_model"],
-            tokenizer.get_vocab_size(), cfg.student.tokenizer, len(transfer), int(gold.sum()), 100 * agreement,
+            tokenizer.get_vocab_size(), cfg.student.tokenizer, len(transfer), int(gold.sum()),
+            "Pearson" if teacher.head == REGRESSION else "accuracy", agreement,
         )
         board = TensorBoardSink.open(run_dir, cfg.train.tensorboard, fresh=not train_resume) if env.is_main else None
         try:

@@ -16,9 +16,11 @@ from typing import Protocol
 
 import numpy as np
 import torch
+import yaml
 from tokenizers import Tokenizer
 
 from tfm_cls import runs as R
+from tfm_cls.batching import pair_truncation
 from tfm_cls.errors import RunDirError, TeacherError
 from tfm_cls.export.infer import file_sha256  # the hash verify-onnx checks exports by
 
@@ -32,7 +34,9 @@ class Teacher(Protocol):
     kind: str
     """"run" (PyTorch run directory) or "onnx"."""
     head: str
-    """One of HEADS: what its outputs mean (single_label: softmax logits)."""
+    """One of HEADS: what its outputs mean (single_label: softmax logits; regression: one value)."""
+    pair: bool
+    """It reads sentence pairs (`[CLS] a [SEP] b [SEP]` with token types): `logits` needs `pairs`."""
     labels: list[str]
     sha256: str
     """Of the weights file (run) or the ONNX file: keys the cache of its outputs."""
@@ -51,13 +55,13 @@ class Teacher(Protocol):
         alone, in its tokenizer's template (`[CLS] token [SEP]`): model2vec's static embeddings,
         taken from the fine-tuned teacher."""
 
-    def logits(self, texts: list[str], batch_size: int) -> np.ndarray:
-        """Raw outputs [len(texts), num_outputs], in input order."""
+    def logits(self, texts: list[str], batch_size: int, pairs: list[str] | None = None) -> np.ndarray:
+        """Raw outputs [len(texts), num_outputs], in input order; a pair teacher reads (texts[i], pairs[i])."""
 
     def feature_width(self) -> int:
         """Width of the pooled vector its head reads (0: the teacher cannot give it, e.g. ONNX)."""
 
-    def logits_and_features(self, texts: list[str], batch_size: int) -> np.ndarray:
+    def logits_and_features(self, texts: list[str], batch_size: int, pairs: list[str] | None = None) -> np.ndarray:
         """[len(texts), num_outputs + feature_width]: the logits, then the pooled vector."""
 
 
@@ -87,11 +91,24 @@ def _pad(ids: list[list[int]], pad_id: int) -> tuple[np.ndarray, np.ndarray]:
     return input_ids, mask
 
 
+def _pad_types(types: list[list[int]], width: int) -> np.ndarray:
+    out = np.zeros((len(types), width), dtype=np.int64)  # [B, T], 0 under padding
+    for row, x in enumerate(types):
+        out[row, : len(x)] = x
+    return out
+
+
+def _check_pairs(teacher: Teacher, texts: list[str], pairs: list[str] | None) -> None:
+    if teacher.pair and (pairs is None or len(pairs) != len(texts)):
+        raise TeacherError(f"the teacher {teacher.path} reads sentence pairs: give each text its second text")
+    if not teacher.pair and pairs is not None:
+        raise TeacherError(f"the teacher {teacher.path} reads single texts, but sentence pairs were given")
+
+
 class RunTeacher:
     """A finished `tfm-cls train` run directory."""
 
     kind = "run"
-    head = "single_label"
 
     def __init__(self, path: Path, threads: int | None = None) -> None:
         self.path, self.threads = path, threads
@@ -110,6 +127,12 @@ class RunTeacher:
             raise TeacherError(f"teacher.path={path}: cannot read the run's labels / model config ({err})") from err
         if not isinstance(self.labels, list) or not all(isinstance(x, str) for x in self.labels):
             raise TeacherError(f"teacher.path={path}: {R.LABELS_FILE} is not a list of class names")
+        try:  # what its outputs mean, and whether it reads pairs: the run's data section says
+            data = (yaml.safe_load((path / R.CONFIG_FILE).read_text(encoding="utf-8")) or {}).get("data") or {}
+        except (OSError, yaml.YAMLError, AttributeError) as err:
+            raise TeacherError(f"teacher.path={path}: cannot read the run's {R.CONFIG_FILE} ({err})") from err
+        self.head = str(data.get("task") or "single_label")
+        self.pair = data.get("text_pair_column") is not None
         try:
             self.sha256 = file_sha256(self.weights_file)
         except OSError as err:
@@ -168,28 +191,35 @@ class RunTeacher:
         finally:
             torch.set_num_threads(threads)
 
-    def logits(self, texts: list[str], batch_size: int) -> np.ndarray:
-        return self._forward(texts, batch_size, with_features=False)
+    def logits(self, texts: list[str], batch_size: int, pairs: list[str] | None = None) -> np.ndarray:
+        return self._forward(texts, batch_size, pairs, with_features=False)
 
     def feature_width(self) -> int:
         return int(self.model_config["d_model"])
 
-    def logits_and_features(self, texts: list[str], batch_size: int) -> np.ndarray:
-        return self._forward(texts, batch_size, with_features=True)
+    def logits_and_features(self, texts: list[str], batch_size: int, pairs: list[str] | None = None) -> np.ndarray:
+        return self._forward(texts, batch_size, pairs, with_features=True)
 
     @torch.no_grad()
-    def _forward(self, texts: list[str], batch_size: int, *, with_features: bool) -> np.ndarray:
+    def _forward(self, texts: list[str], batch_size: int, pairs: list[str] | None, *, with_features: bool) -> np.ndarray:
+        _check_pairs(self, texts, pairs)
         run = self._loaded()
         tokenizer = Tokenizer.from_str(run.tokenizer.to_str())
         tokenizer.no_padding()
-        ids = [e.ids for e in tokenizer.encode_batch(texts)]
+        if pairs is not None:  # as the teacher trained: the pair template, longer text truncated first
+            encodings = pair_truncation(tokenizer).encode_batch(list(zip(texts, pairs)))
+        else:
+            encodings = tokenizer.encode_batch(texts)
+        ids = [e.ids for e in encodings]
+        types = [e.type_ids for e in encodings] if pairs is not None else None
         pad_id = run.model.config.get("pad_token_id") or 0
         width = len(self.labels) + (self.feature_width() if with_features else 0)
         out = np.empty((len(texts), width), dtype=np.float32)
         with self._threads():
             for rows in _length_batches([len(x) for x in ids], batch_size):
                 input_ids, mask = _pad([ids[i] for i in rows], pad_id)
-                logits, pooled = run.model.logits_and_features(torch.from_numpy(input_ids), torch.from_numpy(mask))
+                token_types = None if types is None else torch.from_numpy(_pad_types([types[i] for i in rows], input_ids.shape[1]))
+                logits, pooled = run.model.logits_and_features(torch.from_numpy(input_ids), torch.from_numpy(mask), token_types)
                 both = torch.cat([logits, pooled], dim=1) if with_features else logits  # [B, C (+ D)]
                 out[rows] = both.float().numpy()
         return out
@@ -199,7 +229,6 @@ class OnnxTeacher:
     """An ONNX file written by `tfm-cls export` (or its int8 version by `tfm-cls quantize`)."""
 
     kind = "onnx"
-    head = "single_label"
 
     def __init__(self, path: Path, threads: int | None = None) -> None:
         from tfm_cls.export.infer import Classifier, InferenceError
@@ -213,6 +242,7 @@ class OnnxTeacher:
         if "logits" not in self.classifier.output_names:
             raise TeacherError(f"teacher.path={path}: the ONNX graph has no `logits` output")
         self.labels = self.classifier.labels
+        self.head, self.pair = self.classifier.head, self.classifier.pair
         self.sha256 = file_sha256(path)
 
     def tokenizer(self) -> Tokenizer:
@@ -245,15 +275,19 @@ class OnnxTeacher:
     def feature_width(self) -> int:
         return 0  # the exported graph outputs logits and probabilities only
 
-    def logits_and_features(self, texts: list[str], batch_size: int) -> np.ndarray:
+    def logits_and_features(self, texts: list[str], batch_size: int, pairs: list[str] | None = None) -> np.ndarray:
         raise TeacherError(f"the ONNX teacher {self.path} outputs no pooled vector; give its run directory")
 
-    def logits(self, texts: list[str], batch_size: int) -> np.ndarray:
-        ids, _ = self.classifier.encode(texts)
+    def logits(self, texts: list[str], batch_size: int, pairs: list[str] | None = None) -> np.ndarray:
+        _check_pairs(self, texts, pairs)
+        if pairs is not None:
+            ids, types, _ = self.classifier.encode_with_types(texts, pairs)  # the pair template, token types
+        else:
+            (ids, _), types = self.classifier.encode(texts), None
         out = np.empty((len(texts), len(self.labels)), dtype=np.float32)
         for rows in _length_batches([len(x) for x in ids], batch_size):
-            input_ids, mask = _pad([ids[i] for i in rows], self.classifier.pad_id)
-            out[rows] = self.classifier.session.run(["logits"], {"input_ids": input_ids, "attention_mask": mask})[0]
+            feeds = self.classifier.feeds(ids, rows, types)  # input_ids, attention_mask (+ token_type_ids)
+            out[rows] = self.classifier.session.run(["logits"], feeds)[0]
         return out
 
 
