@@ -138,7 +138,7 @@ def run_variant(variant: Variant, dataset: str, folder: Path, args: argparse.Nam
         predict_task_logits(run, test_texts, test.pairs, batch_size=64)
     seconds = time.perf_counter() - start
     metric_name = TASK_METRIC[cfg.data.task]
-    int8 = int8_row(run_dir, cfg, folder, test) if args.int8 else {}
+    int8 = int8_row(run_dir, cfg, folder, test, args.per_channel) if args.int8 else {}
     return {
         "system": variant.name,
         "accuracy": metrics["test"].get("accuracy"),
@@ -158,16 +158,17 @@ def run_variant(variant: Variant, dataset: str, folder: Path, args: argparse.Nam
     }
 
 
-def int8_row(run_dir: Path, cfg, folder: Path, test: Split) -> dict:
-    """Export the run, quantize it to int8 (gated on the task's metric on validation.jsonl) and
-    measure the int8 file's texts/s on the test texts with export/infer.py on one thread."""
+def int8_row(run_dir: Path, cfg, folder: Path, test: Split, per_channel: bool = False) -> dict:
+    """Export the run, quantize it to int8 (per tensor, or per channel; gated on the task's metric
+    on validation.jsonl) and measure the int8 file's texts/s on the test texts with
+    export/infer.py on one thread."""
     from tfm_cls.export.exporter import export_run
     from tfm_cls.export.infer import Classifier
     from tfm_cls.export.quantize import quantize_and_evaluate
 
     fp32 = export_run(run_dir)
     report = quantize_and_evaluate(
-        fp32, folder / "validation.jsonl", threshold=1.0, text_field=cfg.data.text_columns[0],
+        fp32, folder / "validation.jsonl", threshold=1.0, per_channel=per_channel, text_field=cfg.data.text_columns[0],
         label_field=cfg.data.label_column, pair_field=cfg.data.text_pair_column or "text_pair",
     )
     row = {"int8_accepted": report.accepted, "int8_gate_metric": report.metric,
@@ -246,6 +247,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--no-baselines", action="store_true")
     parser.add_argument("--int8", action="store_true",
                         help="also export each run, quantize it to int8 (gated on validation) and measure its texts/s")
+    parser.add_argument("--per-channel", action="store_true",
+                        help="--int8: quantize per channel (slower to make, closer to fp32; sick-minilm needs it)")
     parser.add_argument("--model2vec", action="store_true",
                         help="add the model2vec peer (static MiniLM embeddings + its classifier; the bench extra)")
     parser.add_argument("--teacher-root", default=None,
@@ -303,8 +306,10 @@ def main(argv: list[str] | None = None) -> int:
 
     env = {"python": platform.python_version(), "torch": torch.__version__, "cpus": os.cpu_count(),
            "torch_threads": torch.get_num_threads(), "machine": platform.machine()}
-    path.write_text(json.dumps({"args": vars(args), "environment": env, "reference": REFERENCE,
-                                "results": [{k: v for k, v in r.items() if k != "first"} for r in rows]}, indent=2))
+    from tfm_cls.io import write_text  # atomic: a killed run never leaves half a file
+
+    write_text(path, json.dumps({"args": vars(args), "environment": env, "reference": REFERENCE,
+                                 "results": [{k: v for k, v in r.items() if k != "first"} for r in rows]}, indent=2))
     print(f"\nwrote {path}")
     return 0
 

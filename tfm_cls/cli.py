@@ -117,7 +117,9 @@ def cmd_distill(args: argparse.Namespace) -> int:
     _quiet_datasets()
     cfg = load_config(DistillConfig, args.config, args.overrides)
     metrics = distill(cfg, resume=args.resume, overwrite=args.overwrite)
-    _print_summary(cfg.resolved_run_dir(), metrics, ("accuracy", "macro_f1", "loss"))
+    from tfm_cls.tasks import head_for
+
+    _print_summary(cfg.resolved_run_dir(), metrics, head_for(cfg.student_config()).summary_keys)
     return 0
 
 

@@ -215,3 +215,17 @@ def test_cli_refusals_are_one_line_and_exit_2(tmp_path, pair_data, pair_teacher,
     assert main(args) == 2
     err = capsys.readouterr().err.strip().splitlines()
     assert len(err) == 1 and err[0].startswith("error:") and "pair_neighbours applies to sentence pairs" in err[0]
+
+
+def test_cli_distill_of_a_regression_task_prints_its_metrics(tmp_path, pair_data, reg_teacher, capsys):
+    import json
+
+    args = ["distill", "--config", "sick-relatedness", f"data.path={pair_data}", *STUDENT, *T.REGRESSION,
+            "student.tokenizer=own", "student.embedding_init=random", f"teacher.path={reg_teacher}",
+            f"run_dir={tmp_path / 'r'}", "train.epochs=1"]
+    assert main(args) == 0
+    summary = json.loads(capsys.readouterr().out.strip().splitlines()[-1])
+    assert set(summary["test"]) == {"pearson", "spearman", "mse", "loss"}
+    assert summary["test"] == pytest.approx(
+        {k: v for k, v in json.loads((tmp_path / "r" / "metrics.json").read_text())["test"].items() if k in summary["test"]}
+    )
