@@ -121,18 +121,12 @@ def build_model_and_tokenizer(
         tokenizer = D.on_main(env, train_tokenizer, texts, cfg.tokenizer, limit)
         max_len = max_length_of(tokenizer) if cfg.model.max_len == "auto" else cfg.model.max_len
         model_kwargs = dataclasses.replace(cfg.model, max_len=max_len).model_kwargs()
-        segments = cfg.model.segment_embedding
-        if segments is None:
-            segments = cfg.data.text_pair_column is not None
-        extra = {"type_vocab_size": 2} if segments else {}  # absent for single texts: the model is unchanged
         model = R.build_model(
             dict(vocab_size=tokenizer.get_vocab_size(), num_classes=num_classes, pad_token_id=PAD_ID,
-                 **model_kwargs, **extra)
+                 **model_kwargs, **segment_kwargs(cfg))
         )
     if not resume and cfg.data.task == REGRESSION:
-        # The head starts at the mean training target, so the first steps learn the signal, not the offset.
-        with torch.no_grad():
-            model.head.bias.fill_(float(np.mean(data.splits["train"]["label"])))
+        start_at_mean_target(model, data.splits["train"]["label"])
     max_length, max_len = max_length_of(tokenizer), model.config["max_len"]
     if max_length > max_len:
         raise ConfigError(
@@ -144,6 +138,21 @@ def build_model_and_tokenizer(
             f"tokenizer has {tokenizer.get_vocab_size()} tokens but the model's embedding only {model.config['vocab_size']}"
         )
     return model, tokenizer
+
+
+def segment_kwargs(cfg: ClassifierConfig) -> dict[str, int]:
+    """The segment embedding of a from-scratch model: on for sentence pairs unless
+    model.segment_embedding says otherwise; absent for single texts (the model is unchanged)."""
+    segments = cfg.model.segment_embedding
+    if segments is None:
+        segments = cfg.data.text_pair_column is not None
+    return {"type_vocab_size": 2} if segments else {}
+
+
+def start_at_mean_target(model: nn.Module, targets) -> None:
+    """A regression head starts at the mean training target, so the first steps learn the signal, not the offset."""
+    with torch.no_grad():
+        model.head.bias.fill_(float(np.mean(targets)))
 
 
 class ClassificationTask:

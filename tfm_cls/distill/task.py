@@ -39,7 +39,7 @@ from tfm_cls.distill.config import DistillConfig
 from tfm_cls.distill.labelling import teacher_outputs
 from tfm_cls.distill.loss import distill_loss, hint_loss
 from tfm_cls.distill.teacher import Teacher, open_teacher
-from tfm_cls.distill.transfer import NO_LABEL, TransferSet, build_pair_transfer_set, build_transfer_set
+from tfm_cls.distill.transfer import TransferSet, build_pair_transfer_set, build_transfer_set, gold_mask
 from tfm_cls.engine import Engine, job, seed_everything, start_process
 from tfm_cls.errors import ConfigError, RunDirError, TeacherError
 from tfm_cls.export.infer import LongText
@@ -59,7 +59,13 @@ from tfm_cls.tokenizer import (
     save_tokenizer,
     train_tokenizer,
 )
-from tfm_cls.train import ClassificationTask, finish_run, resolved_lengths
+from tfm_cls.train import (
+    ClassificationTask,
+    finish_run,
+    resolved_lengths,
+    segment_kwargs,
+    start_at_mean_target,
+)
 
 logger = logging.getLogger(__name__)
 
@@ -79,8 +85,7 @@ class DistillTask(ClassificationTask):
     ) -> None:
         super().__init__(cfg.student_config(), model, splits, labels, run_dir, env, amp)
         self.distill_cfg, self.head = cfg, head
-        gold = splits["train"].labels
-        self.has_gold = ~np.isnan(gold) if head == REGRESSION else gold != NO_LABEL  # [N]
+        self.has_gold = gold_mask(splits["train"].labels)  # [N]
         self.outputs = np.ascontiguousarray(outputs[:, : len(labels)])  # [N, C] logits
         self.feature_targets: np.ndarray | None = None  # [N, d_model] where loss.feature_weight > 0
         if cfg.loss.feature_weight > 0:
@@ -197,13 +202,9 @@ def build_student(cfg: DistillConfig, tokenizer: Tokenizer, num_classes: int, te
     pad_id = (tokenizer.padding or {}).get("pad_id", tokenizer.token_to_id(PAD))
     pad_id = PAD_ID if pad_id is None else int(pad_id)
     seed_everything(cfg.seed)  # the student's initial weights do not depend on what ran before
-    segments = cfg.model.segment_embedding
-    if segments is None:
-        segments = cfg.data.text_pair_column is not None
-    extra = {"type_vocab_size": 2} if segments else {}  # as tfm-cls train builds it
     model = R.build_model(dict(
         vocab_size=tokenizer.get_vocab_size(), num_classes=num_classes, pad_token_id=pad_id, **cfg.model.model_kwargs(),
-        **extra,
+        **segment_kwargs(cfg),
     ))
     init_from = cfg.student.embedding_init
     if init_from != "random":
@@ -301,9 +302,8 @@ def distill(cfg: DistillConfig, *, resume: bool = False, overwrite: bool = False
             length = max_length_of(tokenizer)
             cfg = resolved_lengths(cfg, length, length if cfg.model.max_len == "auto" else cfg.model.max_len)
             model = build_student(cfg, tokenizer, len(data.labels), teacher)
-            if cfg.data.task == REGRESSION:  # the head starts at the mean training target, as tfm-cls train's
-                with torch.no_grad():
-                    model.head.bias.fill_(float(np.mean(data.splits["train"]["label"])))
+            if cfg.data.task == REGRESSION:
+                start_at_mean_target(model, data.splits["train"]["label"])
         student_params, teacher_params = sum(p.numel() for p in model.parameters()), teacher.num_parameters()
         if student_params >= teacher_params:
             logger.warning(

@@ -36,6 +36,11 @@ NO_LABEL = -1
 """Label of a transfer text without a gold label (augmented copy, extra text); NaN for regression."""
 
 
+def gold_mask(labels: np.ndarray) -> np.ndarray:
+    """bool [N]: which transfer labels are gold (class ids: not NO_LABEL; float values: not NaN)."""
+    return ~np.isnan(labels) if labels.dtype.kind == "f" else labels != NO_LABEL
+
+
 @dataclasses.dataclass
 class TransferSet:
     texts: list[str]
@@ -52,9 +57,7 @@ class TransferSet:
     @property
     def has_gold(self) -> np.ndarray:
         """bool [N]: the text has a gold label."""
-        if self.labels.dtype.kind == "f":
-            return ~np.isnan(self.labels)
-        return self.labels != NO_LABEL
+        return gold_mask(self.labels)
 
     def fingerprint(self) -> str:
         """sha256 of the texts (and second texts) and labels, in order (keys the teacher-output cache)."""
