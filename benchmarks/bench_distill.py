@@ -84,19 +84,20 @@ def onnx_row(name: str, path: Path, test: Split, repeats: int, speed_texts: int 
     }
 
 
-def paired_speed(teacher: Path, student: Path, texts: list[str], repeats: int) -> dict:
+def paired_speed(teacher: Path, student: Path, texts: list[str], repeats: int, pairs: list[str] | None = None) -> dict:
     """Texts/s of two ONNX files timed in alternating passes (teacher, student, teacher, ...), so
-    that a machine whose load drifts slows both alike; the median of the per-pair ratios."""
+    that a machine whose load drifts slows both alike; the median of the per-pair ratios.
+    Sentence-pair models read `pairs`, the second text of each."""
     from tfm_cls.export.infer import Classifier
 
     models = {"teacher": Classifier(str(teacher), threads=1), "student": Classifier(str(student), threads=1)}
     for clf in models.values():
-        clf.predict_proba(texts[:64], 32)  # warm-up
+        clf.predict_proba(texts[:64], 32, None if pairs is None else pairs[:64])  # warm-up
     rates: dict[str, list[float]] = {"teacher": [], "student": []}
     for _ in range(repeats):
         for name, clf in models.items():
             start = time.perf_counter()
-            clf.predict_proba(texts, 32)
+            clf.predict_proba(texts, 32, pairs)
             rates[name].append(len(texts) / (time.perf_counter() - start))
     ratios = [s / t for s, t in zip(rates["student"], rates["teacher"])]
     return {"teacher": str(teacher), "student": str(student), "teacher_texts_per_s": rates["teacher"],
@@ -145,7 +146,9 @@ def load_splits(dataset: str, folder: Path) -> dict[str, Split]:
 
     cfg = load_config(ClassifierConfig, ROOT / f"configs/cls/{dataset}.yaml", [f"data.path={folder}"])
     data = load_data(cfg.data)
-    return {name: Split(list(ds["text"]), np.asarray(ds["label"])) for name, ds in data.splits.items()}
+    return {name: Split(list(ds["text"]), np.asarray(ds["label"]),
+                        list(ds["text_pair"]) if "text_pair" in ds.column_names else None)
+            for name, ds in data.splits.items()}
 
 
 def format_table(rows: list[dict]) -> str:
@@ -191,8 +194,9 @@ def main(argv: list[str] | None = None) -> int:
     splits = load_splits(args.dataset, Path(args.data_root) / args.dataset)
     test = splits["test"]
     if args.paired:
+        sample = speed_sample(test, args.speed_texts)
         result = paired_speed(onnx_files(Path(args.teacher))["int8"], onnx_files(Path(args.paired))["int8"],
-                              speed_sample(test, args.speed_texts), args.repeats)
+                              sample, args.repeats, None if test.pairs is None else test.pairs[: len(sample)])
         print(json.dumps(result, indent=2))
         stamp = datetime.datetime.now().strftime("%Y%m%d-%H%M%S")
         write_json(out / f"distill-{args.dataset}-paired-{stamp}.json", result)
