@@ -151,14 +151,16 @@ def build_transfer_set(
 
 
 def _nearest_sentences(sentences: list[str], k: int) -> np.ndarray:
-    """[len(sentences), k]: the k nearest other sentences of each (cosine of word TF-IDF; ties by index)."""
+    """[len(sentences), k]: the k nearest other sentences of each (cosine of word TF-IDF; ties by
+    index). Exact: S^2 similarities, computed ~16M at a time (SICK's 4,802 training sentences: ~2 s)."""
     from sklearn.feature_extraction.text import TfidfVectorizer
 
     vectors = TfidfVectorizer(token_pattern=r"\S+", lowercase=True).fit_transform(sentences)  # [S, words], rows unit length
     k = min(k, len(sentences) - 1)
     out = np.empty((len(sentences), k), dtype=np.int64)
-    for start in range(0, len(sentences), 1024):  # [1024, S] similarities at a time
-        similarity = (vectors[start : start + 1024] @ vectors.T).toarray()
+    block = max(1, 2**24 // len(sentences))
+    for start in range(0, len(sentences), block):  # [block, S] similarities at a time
+        similarity = (vectors[start : start + block] @ vectors.T).toarray()
         rows = np.arange(similarity.shape[0])
         similarity[rows, start + rows] = -np.inf  # never itself
         out[start : start + len(rows)] = np.argsort(-similarity, axis=1, kind="stable")[:, :k]
