@@ -5,9 +5,10 @@
     regression    soft: MSE to the teacher's value;                                        gold: MSE to the gold value
 
 `distill_loss` mixes them: (1 - gold_weight) * soft + gold_weight * gold where an example has a
-gold label, soft alone where it has none. Only single_label teachers exist today; the other heads
-share the same call so that a multi-label or regression teacher needs no new task. `hint_loss`
-is the optional representation term (loss.feature_weight), added on top for every head.
+gold label, soft alone where it has none. `tfm-cls distill` takes single_label and regression
+teachers (regression outputs and gold values are [B, 1]); multi_label is written and tested here
+but refused there (no multi-label transfer set yet). `hint_loss` is the optional representation
+term (loss.feature_weight), added on top for every head.
 """
 
 from __future__ import annotations
