@@ -323,6 +323,16 @@ def pad_batch(ids: list[list[int]], rows: list[int], pad_id: int) -> tuple[np.nd
     return input_ids, attention_mask
 
 
+def pad_types(types: list[list[int]] | None, rows: list[int], width: int) -> np.ndarray:
+    """token_type_ids [len(rows), width] (int64) of the chosen rows; 0 under padding, and
+    everywhere when `types` is None."""
+    token_type_ids = np.zeros((len(rows), width), dtype=np.int64)  # [batch, seq]
+    if types is not None:
+        for r, i in enumerate(rows):
+            token_type_ids[r, : len(types[i])] = types[i]
+    return token_type_ids
+
+
 # ---- the model ---------------------------------------------------------------------------------
 
 
@@ -475,15 +485,13 @@ class Classifier:
     def feeds(
         self, ids: list[list[int]], rows: list[int] | None = None, types: list[list[int]] | None = None
     ) -> dict[str, np.ndarray]:
+        """The session's inputs for `rows` of `ids` (all rows: None), padded to their longest;
+        token_type_ids (from `types`, else zeros) where the model reads pairs."""
         rows = list(range(len(ids))) if rows is None else rows
         input_ids, attention_mask = pad_batch(ids, rows, self.pad_id)  # [batch, seq]
         feeds = {"input_ids": input_ids, "attention_mask": attention_mask}
         if self.pair:
-            token_type_ids = np.zeros_like(input_ids)  # [batch, seq], 0 under padding
-            if types is not None:
-                for r, i in enumerate(rows):
-                    token_type_ids[r, : len(types[i])] = types[i]
-            feeds["token_type_ids"] = token_type_ids
+            feeds["token_type_ids"] = pad_types(types, rows, input_ids.shape[1])  # [batch, seq]
         return feeds
 
     def run(self, ids: list[list[int]], types: list[list[int]] | None = None) -> np.ndarray:

@@ -60,3 +60,18 @@ def test_hint_loss_is_the_mean_squared_error_of_the_pooled_vectors():
     student, teacher = torch.randn(5, 8, generator=g), torch.randn(5, 8, generator=g)
     torch.testing.assert_close(hint_loss(student, teacher), F.mse_loss(student, teacher))
     assert hint_loss(teacher, teacher) == 0
+
+
+def test_regression_rows_without_a_gold_value_mix_soft_only_and_keep_the_gradient_finite():
+    """Gold values [B] with NaN where a pair has none (the pair transfer set's placeholder)."""
+    student = torch.tensor([[1.0], [2.0], [3.0]], requires_grad=True)  # [B, 1]
+    teacher = torch.tensor([[1.5], [1.0], [4.0]])
+    gold = torch.tensor([2.0, float("nan"), 5.0])
+    has_gold = ~torch.isnan(gold)
+    loss = distill_loss(student, teacher, gold, has_gold, head="regression", kind="mse", temperature=2.0, gold_weight=0.25)
+    soft = (student.detach()[:, 0] - teacher[:, 0]) ** 2
+    hard = (student.detach()[:, 0] - torch.nan_to_num(gold)) ** 2
+    expected = torch.stack([0.75 * soft[0] + 0.25 * hard[0], soft[1], 0.75 * soft[2] + 0.25 * hard[2]]).mean()
+    torch.testing.assert_close(loss.detach(), expected)
+    loss.backward()
+    assert torch.isfinite(student.grad).all()

@@ -43,7 +43,7 @@ def gold_loss(student: Tensor, gold: Tensor, head: str) -> Tensor:
     if head == "multi_label":
         return F.binary_cross_entropy_with_logits(student.float(), gold.float(), reduction="none").mean(-1)
     if head == "regression":
-        return ((student.float() - gold.float()) ** 2).mean(-1)
+        return ((student.float() - gold.float().reshape(student.shape)) ** 2).mean(-1)  # gold [B] or [B, 1]
     raise ValueError(f"unknown head type {head!r}")
 
 
@@ -55,7 +55,10 @@ def distill_loss(
     soft = soft_loss(student, teacher, head, kind, temperature)  # [B]
     if gold_weight == 0.0 or not bool(has_gold.any()):
         return soft.mean()
-    hard = gold_loss(student, gold, head)  # [B]
+    # Rows without a gold label hold a placeholder (-1, NaN): give them a harmless value, so that
+    # the unselected branch of the where() below cannot put NaN into the gradient.
+    known = has_gold.reshape(-1, *[1] * (gold.dim() - 1))
+    hard = gold_loss(student, torch.where(known, gold, torch.zeros_like(gold)), head)  # [B]
     mixed = torch.where(has_gold, (1.0 - gold_weight) * soft + gold_weight * hard, soft)
     return mixed.mean()
 

@@ -97,8 +97,6 @@ class DistillTask(ClassificationTask):
         for indices, batch in zip(batches, super().batches(epoch, batches)):
             batch["teacher"] = torch.from_numpy(self.outputs[indices])  # [B, C]
             batch["has_gold"] = torch.from_numpy(self.has_gold[indices])  # [B]
-            if self.head == REGRESSION:  # values [B, 1]; 0 where there is none (NaN would poison the gradient)
-                batch["labels"] = torch.where(batch["has_gold"], batch["labels"], 0.0)[:, None]
             if self.feature_targets is not None:
                 batch["teacher_features"] = torch.from_numpy(self.feature_targets[indices])  # [B, d_model]
             yield batch
@@ -248,10 +246,10 @@ def transfer_set(cfg: DistillConfig, data, extra: list[str]) -> TransferSet:
     )
 
 
-def teacher_agreement(teacher_logits: np.ndarray, gold: np.ndarray, head: str) -> float:
+def teacher_agreement(teacher_logits: np.ndarray, gold: np.ndarray, head: str) -> float | None:
     """How well the teacher fits the gold training labels: accuracy, or Pearson r (regression)."""
     if len(gold) < 2:
-        return float("nan")
+        return None  # undefined (metrics.json holds strict JSON: no NaN)
     if head == REGRESSION:
         return float(np.corrcoef(teacher_logits[:, 0], gold)[0, 1])
     return float((teacher_logits.argmax(-1) == gold).mean())
@@ -330,10 +328,10 @@ def distill(cfg: DistillConfig, *, resume: bool = False, overwrite: bool = False
         task = DistillTask(cfg, model, splits, data.labels, outputs, teacher.head, run_dir, env, amp)
         logger.info(
             "student: %.2fM parameters (teacher %.2fM), %d layers, d_model %d, vocabulary %d (%s tokenizer); "
-            "transfer set %d texts (%d with gold labels; teacher %s %.3f on them)",
+            "transfer set %d texts (%d with gold labels; teacher %s %s on them)",
             student_params / 1e6, teacher_params / 1e6, len(model.encoder.layers), model.config["d_model"],
             tokenizer.get_vocab_size(), cfg.student.tokenizer, len(transfer), int(gold.sum()),
-            "Pearson" if teacher.head == REGRESSION else "accuracy", agreement,
+            "Pearson" if teacher.head == REGRESSION else "accuracy", "n/a" if agreement is None else f"{agreement:.3f}",
         )
         board = TensorBoardSink.open(run_dir, cfg.train.tensorboard, fresh=not train_resume) if env.is_main else None
         try:

@@ -16,13 +16,13 @@ from typing import Protocol
 
 import numpy as np
 import torch
-import yaml
 from tokenizers import Tokenizer
 
 from tfm_cls import runs as R
 from tfm_cls.batching import pair_truncation
-from tfm_cls.errors import RunDirError, TeacherError
-from tfm_cls.export.infer import file_sha256  # the hash verify-onnx checks exports by
+from tfm_cls.config import ClassifierConfig, load_config
+from tfm_cls.errors import ConfigError, RunDirError, TeacherError
+from tfm_cls.export.infer import file_sha256, pad_batch, pad_types  # the hash verify-onnx checks exports by
 
 logger = logging.getLogger(__name__)
 
@@ -81,23 +81,6 @@ def special_tokens_around(tokenizer: Tokenizer) -> tuple[list[int], list[int]]:
     raise TeacherError("the teacher's tokenizer template does not keep the text's own tokens; cannot embed single tokens")
 
 
-def _pad(ids: list[list[int]], pad_id: int) -> tuple[np.ndarray, np.ndarray]:
-    width = max(len(x) for x in ids)
-    input_ids = np.full((len(ids), width), pad_id, dtype=np.int64)  # [B, T]
-    mask = np.zeros((len(ids), width), dtype=np.int64)  # [B, T], 1 = token
-    for row, x in enumerate(ids):
-        input_ids[row, : len(x)] = x
-        mask[row, : len(x)] = 1
-    return input_ids, mask
-
-
-def _pad_types(types: list[list[int]], width: int) -> np.ndarray:
-    out = np.zeros((len(types), width), dtype=np.int64)  # [B, T], 0 under padding
-    for row, x in enumerate(types):
-        out[row, : len(x)] = x
-    return out
-
-
 def _check_pairs(teacher: Teacher, texts: list[str], pairs: list[str] | None) -> None:
     if teacher.pair and (pairs is None or len(pairs) != len(texts)):
         raise TeacherError(f"the teacher {teacher.path} reads sentence pairs: give each text its second text")
@@ -128,11 +111,10 @@ class RunTeacher:
         if not isinstance(self.labels, list) or not all(isinstance(x, str) for x in self.labels):
             raise TeacherError(f"teacher.path={path}: {R.LABELS_FILE} is not a list of class names")
         try:  # what its outputs mean, and whether it reads pairs: the run's data section says
-            data = (yaml.safe_load((path / R.CONFIG_FILE).read_text(encoding="utf-8")) or {}).get("data") or {}
-        except (OSError, yaml.YAMLError, AttributeError) as err:
-            raise TeacherError(f"teacher.path={path}: cannot read the run's {R.CONFIG_FILE} ({err})") from err
-        self.head = str(data.get("task") or "single_label")
-        self.pair = data.get("text_pair_column") is not None
+            data = load_config(ClassifierConfig, path / R.CONFIG_FILE).data
+        except ConfigError as err:
+            raise TeacherError(f"teacher.path={path}: {err}") from err
+        self.head, self.pair = data.task, data.text_pair_column is not None
         try:
             self.sha256 = file_sha256(self.weights_file)
         except OSError as err:
@@ -217,8 +199,8 @@ class RunTeacher:
         out = np.empty((len(texts), width), dtype=np.float32)
         with self._threads():
             for rows in _length_batches([len(x) for x in ids], batch_size):
-                input_ids, mask = _pad([ids[i] for i in rows], pad_id)
-                token_types = None if types is None else torch.from_numpy(_pad_types([types[i] for i in rows], input_ids.shape[1]))
+                input_ids, mask = pad_batch(ids, rows, pad_id)  # [B, T]
+                token_types = None if types is None else torch.from_numpy(pad_types(types, rows, input_ids.shape[1]))
                 logits, pooled = run.model.logits_and_features(torch.from_numpy(input_ids), torch.from_numpy(mask), token_types)
                 both = torch.cat([logits, pooled], dim=1) if with_features else logits  # [B, C (+ D)]
                 out[rows] = both.float().numpy()
