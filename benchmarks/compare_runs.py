@@ -25,6 +25,10 @@ from tfm_cls.io import read_json, write_json  # noqa: E402
 from tfm_cls.runs import config_differences  # noqa: E402
 
 SKIPPED_KEYS = ("run_dir", "name", "teacher.sha256")
+
+
+class BadRun(Exception):
+    """A run directory the table cannot read: main prints one `error:` line and exits with 2."""
 METRICS = ("accuracy", "micro_f1", "macro_f1", "pearson")
 
 
@@ -35,14 +39,14 @@ def run_config(run_dir: Path) -> dict:
             try:
                 return to_dict(load_config(cls, run_dir / name))
             except ConfigError as err:
-                raise SystemExit(f"{run_dir / name}: {err}") from err
-    raise SystemExit(f"{run_dir}: no distill_config.yaml or config.yaml (not a run directory)")
+                raise BadRun(f"{run_dir / name}: {err}") from err
+    raise BadRun(f"{run_dir}: no distill_config.yaml or config.yaml (not a run directory)")
 
 
 def row(run_dir: Path, reference: dict) -> dict:
     metrics_path = run_dir / "metrics.json"
     if not metrics_path.is_file():
-        raise SystemExit(f"{run_dir}: metrics.json missing (the run has not finished)")
+        raise BadRun(f"{run_dir}: metrics.json missing (the run has not finished)")
     metrics = read_json(metrics_path)
     metric = next((m for m in METRICS if m in metrics["test"]), None)
     changed = [(k, b) for k, _, b in config_differences(reference, run_config(run_dir)) if k not in SKIPPED_KEYS]
@@ -62,8 +66,12 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("runs", nargs="+", type=Path, help="finished run directories; the first is the reference")
     p.add_argument("--out", type=Path, help="write the rows here (JSON)")
     args = p.parse_args(argv)
-    reference = run_config(args.runs[0])
-    rows = [row(r, reference) for r in args.runs]
+    try:
+        reference = run_config(args.runs[0])
+        rows = [row(r, reference) for r in args.runs]
+    except BadRun as err:
+        print(f"error: {err}", file=sys.stderr)
+        return 2
     print(f"{'run':<24} {'steps':>6} {'min':>5} {'metric':<9} {'val':>6} {'test':>6}  changed vs {args.runs[0].name}")
     for r in rows:
         changed = ", ".join(f"{k}={v}" for k, v in r["changed"].items()) or "-"
