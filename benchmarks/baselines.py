@@ -66,6 +66,15 @@ class Split:
     """Sentence pairs: the second texts."""
 
 
+def splits_of(datasets_by_name) -> dict[str, Split]:
+    """Split views of a ClassificationData's splits (`text`, `label`, and `text_pair` for pairs)."""
+    return {
+        name: Split(list(ds["text"]), np.asarray(ds["label"]),
+                    list(ds["text_pair"]) if "text_pair" in ds.column_names else None)
+        for name, ds in datasets_by_name.items()
+    }
+
+
 def run_baseline(name: str, train: Split, validation: Split, test: Split) -> dict:
     """Fit `name` for each C on train, keep the best on validation, report it on test."""
     chinese = is_chinese(train.texts)

@@ -31,13 +31,11 @@ import time
 from collections.abc import Callable
 from pathlib import Path
 
-import numpy as np
-
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from baselines import Split, run_task_baseline, task_baseline_names  # noqa: E402
+from baselines import Split, run_task_baseline, splits_of, task_baseline_names  # noqa: E402
 from bench_mlm import FINETUNE_OVERLAY, prepare_mlm  # noqa: E402
 
 DATASETS = ("sst2", "trec", "ag_news", "mr_polarity", "sms_spam", "tnews", "go_emotions", "sick", "sick-relatedness")
@@ -191,11 +189,7 @@ def dataset_splits(dataset: str, folder: Path, args: argparse.Namespace) -> tupl
     overrides = [f"data.path={folder}"] + (["data.max_train_samples=1500"] if args.quick else [])
     cfg = load_config(ClassifierConfig, ROOT / f"configs/cls/{dataset}.yaml", overrides)
     data = load_data(cfg.data)
-    splits = {}
-    for name, ds in data.splits.items():
-        pairs = list(ds["text_pair"]) if "text_pair" in ds.column_names else None
-        splits[name] = Split(list(ds["text"]), np.asarray(ds["label"]), pairs)
-    return splits, cfg.data.task
+    return splits_of(data.splits), cfg.data.task
 
 
 def _pct(value: float | None) -> str:

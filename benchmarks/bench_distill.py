@@ -31,7 +31,7 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from baselines import BASELINES, Split, is_chinese, run_baseline  # noqa: E402
+from baselines import BASELINES, Split, is_chinese, run_baseline, splits_of  # noqa: E402
 
 from tfm_cls.io import write_json  # noqa: E402
 
@@ -146,9 +146,7 @@ def load_splits(dataset: str, folder: Path) -> dict[str, Split]:
 
     cfg = load_config(ClassifierConfig, ROOT / f"configs/cls/{dataset}.yaml", [f"data.path={folder}"])
     data = load_data(cfg.data)
-    return {name: Split(list(ds["text"]), np.asarray(ds["label"]),
-                        list(ds["text_pair"]) if "text_pair" in ds.column_names else None)
-            for name, ds in data.splits.items()}
+    return splits_of(data.splits)
 
 
 def format_table(rows: list[dict]) -> str:
@@ -193,6 +191,9 @@ def main(argv: list[str] | None = None) -> int:
     work.mkdir(parents=True, exist_ok=True)
     splits = load_splits(args.dataset, Path(args.data_root) / args.dataset)
     test = splits["test"]
+    if test.pairs is not None and not args.paired:
+        p.error(f"{args.dataset} holds sentence pairs: the full table takes single texts; "
+                "bench_accuracy.py scores pair models, --paired RUN times them")
     if args.paired:
         sample = speed_sample(test, args.speed_texts)
         result = paired_speed(onnx_files(Path(args.teacher))["int8"], onnx_files(Path(args.paired))["int8"],

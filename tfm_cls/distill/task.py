@@ -315,8 +315,9 @@ def distill(cfg: DistillConfig, *, resume: bool = False, overwrite: bool = False
         write_json(run_dir / R.LABELS_FILE, data.labels)
         save_tokenizer(tokenizer, run_dir / R.TOKENIZER_FILE)
 
+        transfer_sha256 = transfer.fingerprint()  # keys the teacher-output cache; recorded in metrics.json
         outputs, label_report = teacher_outputs(
-            teacher, transfer.texts, transfer.fingerprint(), run_dir, chunk_size=cfg.teacher.chunk_size,
+            teacher, transfer.texts, transfer_sha256, run_dir, chunk_size=cfg.teacher.chunk_size,
             batch_size=cfg.teacher.batch_size, resume=resume, progress=cfg.train.progress,
             features=cfg.loss.feature_weight > 0, pairs=transfer.pairs,
         )
@@ -340,7 +341,7 @@ def distill(cfg: DistillConfig, *, resume: bool = False, overwrite: bool = False
             report = {
                 "teacher": {"path": str(cfg.teacher.path), "kind": teacher.kind, "sha256": teacher.sha256,
                             "num_parameters": teacher_params, "train_agreement": agreement},
-                "transfer_set": {**transfer.report, "sha256": transfer.fingerprint()},
+                "transfer_set": {**transfer.report, "sha256": transfer_sha256},
                 **label_report,
                 "selected": cfg.student.select,
             }
