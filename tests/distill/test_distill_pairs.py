@@ -26,10 +26,7 @@ from tfm_cls.distill.transfer import NO_LABEL, TransferSet, build_pair_transfer_
 from tfm_cls.errors import ConfigError, TeacherError  # noqa: E402
 from tfm_cls.train import train  # noqa: E402
 
-STUDENT = [
-    "name=tiny-pair-distill", "seed=0", "transfer.copies=2", "transfer.pair_neighbours=3", "teacher.chunk_size=64",
-    *T.TINY[2:],
-]
+STUDENT = [*T.TINY, "name=tiny-pair-distill", "transfer.copies=2", "transfer.pair_neighbours=3", "teacher.chunk_size=64"]
 
 
 @pytest.fixture(scope="module")
