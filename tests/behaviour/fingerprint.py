@@ -4,6 +4,26 @@ The training engine may be restructured, never changed: `fingerprints.json` besi
 written by this script with the code before the restructure (commit eb4fca3, the two loops of
 train.py and pretrain.py), and test_behaviour.py reruns the same runs and compares.
 
+The jobs after `finetuned` were recorded from commit 8d7d802, before the heads / runtime
+restructure (the first five came out unchanged there), and go through the command line only
+(`tfm_cls.cli.main`, in-process), so that they survive module moves:
+
+- `multi_label`, `regression` (one text), `pair` (sentence pairs, single-label), `pair_regression`:
+  `tfm-cls train` runs on `task_data`; the hashes of model.safetensors, metrics.json,
+  history.json and (multi-label) thresholds.json.
+- `distill`: `tfm-cls distill` of the `classifier` run into a smaller student; the same hashes of
+  the student (metrics.json holds the distillation report: teacher, transfer set, labelling).
+- `export_infer`: for classifier, multi_label, regression, pair, pair_regression and the distilled
+  student, `tfm-cls export`, then `tfm-cls infer` (ONNX) and `tfm-cls predict` (PyTorch) of the
+  same texts (an empty line, a text longer than max_length, normal ones; pairs from jsonl) and
+  `tfm-cls eval` on the run's test split. Hashed: the output rows with floats rounded to 5
+  decimals, the eval JSON likewise, and of the ONNX metadata_props all keys but only the values
+  of META_VALUES (tfm_cls.version, torch.version, the weights digest etc. may differ for no
+  behavioural reason).
+
+Left out as not deterministic: the TIMING_KEYS of every JSON (timing, throughput, device) and
+the path of the temporary folder (written as <work>).
+
     python tests/behaviour/fingerprint.py OUT.json     # write the fingerprints of this checkout
 """
 
@@ -17,8 +37,10 @@ import sys
 from pathlib import Path
 from typing import Any
 
-# Timing and throughput differ between any two runs; everything else must be equal.
-TIMING_KEYS = {"seconds", "texts_per_second", "train_seconds", "train_tokens_per_second", "device"}
+# Timing and throughput differ between any two runs; everything else must be equal
+# (labelling_seconds: the teacher's labelling time in a distillation's metrics.json).
+TIMING_KEYS = {"seconds", "texts_per_second", "train_seconds", "train_tokens_per_second", "device",
+               "labelling_seconds"}
 
 CLASSES = ["animals", "food", "sports"]
 WORDS = {
@@ -52,6 +74,30 @@ MLM = [
     "train.device=cpu",
 ]
 MLM_BRANCHES = ["mlm.masking=span", "train.grad_accum_steps=2", "mlm.pack=false", "train.max_steps=30"]
+
+# ---- the jobs added before the heads / runtime restructure (commit 8d7d802) ------------------------
+# They go through `tfm-cls` (tfm_cls.cli.main, in-process) only: the modules behind it may move.
+TASK = [o.replace("train.epochs=6", "train.epochs=4") for o in CLASSIFIER if o != "tokenizer.max_length=16"]
+TASK += ["tokenizer.max_length=24"]
+MULTI_LABEL = ["data.task=multi_label", "data.label_column=labels", "train.best_metric=micro_f1"]
+REGRESSION = ["data.task=regression", "data.label_column=score", "train.best_metric=pearson"]
+PAIRS = ["data.text_columns=[first]", "data.text_pair_column=second"]
+# The classifier run is the teacher; the student is smaller (d_model 8) and sees 3 copies per text.
+DISTILL = [
+    "name=tiny-distill", "seed=0", "tokenizer.vocab_size=120", "tokenizer.min_frequency=1", "tokenizer.max_length=16",
+    "model.d_model=8", "model.nhead=2", "model.num_layers=1", "model.dim_feedforward=16", "model.max_len=32",
+    "model.dropout=0.1", "transfer.copies=3", "train.epochs=2", "train.batch_size=16", "train.eval_batch_size=16",
+    "train.lr=1e-2", "train.warmup_steps=5", "train.progress=false", "train.num_threads=1", "train.log_every=5",
+    "train.device=cpu", "teacher.chunk_size=64",
+]
+# What every exported model is run on: normal texts, an empty line, a text longer than any max_length.
+LONG_TEXT = " ".join(["the cat and the soup with golf"] * 12)
+INFER_TEXTS = ["the cat sees a dog", "", "bread and cheese with soup", LONG_TEXT, "tennis golf rugby", "very very"]
+INFER_PAIRS = ["a dog and a bird", "golf", "the apple", "rice", LONG_TEXT, "chess"]
+# ONNX metadata whose values are behaviour (the rest, e.g. tfm_cls.version or torch.version, only by key).
+META_VALUES = ("tfm_cls.format", "tfm_cls.task", "tfm_cls.head", "tfm_cls.labels", "tfm_cls.max_length",
+               "tfm_cls.long_text", "tfm_cls.thresholds", "tfm_cls.fixed_threshold", "tfm_cls.ensure_label",
+               "tfm_cls.text_pair")
 
 
 def _write_jsonl(path: Path, rows: list[dict]) -> None:
@@ -90,6 +136,33 @@ def grammar_data(folder: Path) -> Path:
     return folder
 
 
+def _topics_of(rng: random.Random, topics: list[str]) -> str:
+    words = [rng.choice(WORDS[t]) for t in topics for _ in range(rng.randint(1, 3))]
+    words += [rng.choice(FILLER) for _ in range(rng.randint(1, 4))]
+    rng.shuffle(words)
+    return " ".join(words)
+
+
+def task_data(folder: Path) -> Path:
+    """One table for every task: texts of one or two topics (`labels`: those topics, `score`:
+    how many, plus noise) and pairs (`first`, `second`; `label` 0 when both share one topic, `pair_score`
+    5 then, else 1, plus noise); 60 / 30 / 30."""
+    folder.mkdir(parents=True, exist_ok=True)
+    for split, n, seed in (("train", 60, 0), ("validation", 30, 1), ("test", 30, 2)):
+        rng = random.Random(seed)
+        rows = []
+        for i in range(n):
+            topics = [CLASSES[i % 3]] + ([CLASSES[(i + 1) % 3]] if i % 2 else [])
+            a = CLASSES[i % 3]
+            b = a if i % 2 == 0 else CLASSES[(i + 1) % 3]
+            rows.append({"text": _topics_of(rng, topics), "labels": [CLASSES.index(t) for t in topics],
+                         "score": len(topics) + rng.uniform(-0.2, 0.2),
+                         "first": _topics_of(rng, [a]), "second": _topics_of(rng, [b]), "label": int(a != b),
+                         "pair_score": (5.0 if a == b else 1.0) + rng.uniform(-0.3, 0.3)})
+        _write_jsonl(folder / f"{split}.jsonl", rows)
+    return folder
+
+
 def weights_hash(path: Path) -> str:
     from safetensors.numpy import load_file
 
@@ -115,6 +188,42 @@ def comparable(value: Any, workdir: str) -> Any:
 def json_hash(path: Path, workdir: Path) -> str:
     value = comparable(json.loads(path.read_text()), str(workdir))
     return hashlib.sha256(json.dumps(value, sort_keys=True).encode()).hexdigest()
+
+
+def rounded(value: Any, digits: int = 5) -> Any:
+    """`value` with every float rounded (ONNX / kernel noise below 1e-5 is no behaviour); -0.0 is 0.0."""
+    if isinstance(value, dict):
+        return {k: rounded(v, digits) for k, v in value.items()}
+    if isinstance(value, list):
+        return [rounded(v, digits) for v in value]
+    if isinstance(value, float):
+        return round(value, digits) + 0.0
+    return value
+
+
+def value_hash(value: Any) -> str:
+    return hashlib.sha256(json.dumps(value, sort_keys=True).encode()).hexdigest()
+
+
+def rows_hash(path: Path, workdir: Path) -> str:
+    """The JSONL rows of an output file, floats rounded: labels, fields and row order must match."""
+    rows = [json.loads(line) for line in path.read_text(encoding="utf-8").splitlines()]
+    return value_hash(rounded(comparable(rows, str(workdir))))
+
+
+def onnx_meta_hash(path: Path) -> str:
+    import onnx
+
+    meta = {p.key: p.value for p in onnx.load(str(path), load_external_data=False).metadata_props}
+    return value_hash({"keys": sorted(meta), "values": {k: meta[k] for k in META_VALUES if k in meta}})
+
+
+def cli(*argv: str) -> None:
+    from tfm_cls.cli import main
+
+    code = main([str(a) for a in argv])
+    if code != 0:
+        raise RuntimeError(f"tfm-cls {' '.join(map(str, argv))}: exit code {code}")
 
 
 def environment() -> dict[str, str]:
@@ -155,7 +264,63 @@ def fingerprints(workdir: Path) -> dict[str, Any]:
     # Fine-tuning from the pretraining run: the init_from path and the pretrained tokenizer.
     classify("finetuned", [o for o in CLASSIFIER if not o.startswith(("tokenizer.", "model."))]
              + ["tokenizer.max_length=32", f"model.init_from={mlm_run}", "train.head_only_steps=2"], grammar)
+    cli_jobs(workdir, topics, out)
     return out
+
+
+def cli_jobs(workdir: Path, topics: Path, out: dict[str, Any]) -> None:
+    """Distillation, the other task types, and export / infer / predict / eval of each, all
+    through the command line (recorded from commit 8d7d802)."""
+    tasks = task_data(workdir / "tasks")
+    for name in ("multi_label", "regression", "pair", "pair_regression"):  # the train / validation / test files
+        (workdir / name).mkdir()
+        for split in ("train", "validation", "test"):
+            (workdir / name / f"{split}.jsonl").symlink_to(tasks / f"{split}.jsonl")
+    (workdir / "multi_label" / "labels.json").write_text(json.dumps(CLASSES), encoding="utf-8")
+    (workdir / "pair" / "labels.json").write_text(json.dumps(["same", "different"]), encoding="utf-8")
+    defaults = workdir / "defaults.yaml"  # an empty config file: the built-in defaults, no preset
+    defaults.write_text("{}\n", encoding="utf-8")
+
+    def result_files(run: Path) -> dict[str, str]:
+        got = {"weights": weights_hash(run / "model.safetensors"), "metrics": json_hash(run / "metrics.json", workdir),
+               "history": json_hash(run / "history.json", workdir)}
+        if (run / "thresholds.json").is_file():
+            got["thresholds"] = json_hash(run / "thresholds.json", workdir)
+        return got
+
+    runs = {"classifier": workdir / "classifier"}
+    for name, extra in (("multi_label", MULTI_LABEL), ("regression", REGRESSION), ("pair", PAIRS),
+                        ("pair_regression", [*PAIRS, *REGRESSION[:1], "data.label_column=pair_score",
+                                             "train.best_metric=pearson"])):
+        run = runs[name] = workdir / f"{name}_run"
+        cli("train", "--config", defaults, *TASK, *extra, f"data.path={workdir / name}", f"run_dir={run}")
+        out[name] = result_files(run)
+
+    student = workdir / "distill_run"
+    cli("distill", "--config", defaults, *DISTILL, f"data.path={topics}", f"teacher.path={runs['classifier']}",
+        f"run_dir={student}")
+    out["distill"] = result_files(student)
+    runs["distill"] = student
+
+    texts = workdir / "infer.txt"
+    texts.write_text("".join(t + "\n" for t in INFER_TEXTS), encoding="utf-8")
+    pairs = workdir / "infer_pairs.jsonl"
+    _write_jsonl(pairs, [{"text": a, "text_pair": b} for a, b in zip(INFER_TEXTS, INFER_PAIRS)])
+    exported: dict[str, Any] = {}
+    for name, run in runs.items():
+        pair = name.startswith("pair")
+        source = pairs if pair else texts
+        cli("export", "--run", run)
+        onnx_rows, torch_rows, evaluation = (workdir / f"{name}.{k}" for k in ("infer.jsonl", "predict.jsonl", "eval.json"))
+        cli("infer", "--model", run / "model.onnx", "--input", source, "--output", onnx_rows, "--threads", "1",
+            "--no-progress")
+        cli("predict", "--run", run, "--input", source, "--output", torch_rows, "--threads", "1",
+            *(["--pair-field", "text_pair"] if pair else []))
+        cli("eval", "--run", run, "--output", evaluation, "--threads", "1")
+        exported[name] = {"onnx_metadata": onnx_meta_hash(run / "model.onnx"), "infer": rows_hash(onnx_rows, workdir),
+                          "predict": rows_hash(torch_rows, workdir),
+                          "eval": value_hash(rounded(comparable(json.loads(evaluation.read_text()), str(workdir))))}
+    out["export_infer"] = exported
 
 
 if __name__ == "__main__":
