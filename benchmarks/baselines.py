@@ -128,7 +128,8 @@ def run_task_baseline(name: str, train: Split, validation: Split, test: Split) -
     from sklearn.multiclass import OneVsRestClassifier
 
     from tfm_cls.metrics import classification_metrics, multi_label_metrics, regression_metrics
-    from tfm_cls.tasks import decide, tune_thresholds
+    from tfm_cls.runtime.heads import MultiLabel
+    from tfm_cls.tasks import tune_thresholds
 
     if name in BASELINES:
         return run_baseline(name, train, validation, test)
@@ -149,13 +150,13 @@ def run_task_baseline(name: str, train: Split, validation: Split, test: Split) -
             model = OneVsRestClassifier(LogisticRegression(C=c, max_iter=2000), n_jobs=1).fit(features["train"], train.labels)
             probs = model.predict_proba(features["validation"])
             thresholds = tune_thresholds(probs, validation.labels, "per_label")
-            score = multi_label_metrics(validation.labels, decide(probs, thresholds, True), names)["macro_f1"]
+            score = multi_label_metrics(validation.labels, MultiLabel(thresholds=thresholds).predicted(probs), names)["macro_f1"]
             if best is None or score > best[0]:
                 best = (score, c, model, thresholds)
         fit_minutes = (time.perf_counter() - start) / 60
         score, c, model, thresholds = best
         t0 = time.perf_counter()
-        pred = decide(model.predict_proba(transform(test)), thresholds, True)
+        pred = MultiLabel(thresholds=thresholds).predicted(model.predict_proba(transform(test)))
         m = multi_label_metrics(test.labels, pred, names)
         out = {"macro_f1": m["macro_f1"], "micro_f1": m["micro_f1"], "subset_accuracy": m["subset_accuracy"],
                "metric_name": "macro_f1", "metric": m["macro_f1"]}

@@ -91,7 +91,7 @@ def run_variant(variant: Variant, dataset: str, folder: Path, args: argparse.Nam
     import torch
 
     from tfm_cls.config import ClassifierConfig, load_config
-    from tfm_cls.predict import predict_proba, predict_task_logits
+    from tfm_cls.predict import predict_proba, texts_logits
     from tfm_cls.runs import load_run
     from tfm_cls.train import train
 
@@ -131,9 +131,9 @@ def run_variant(variant: Variant, dataset: str, folder: Path, args: argparse.Nam
         start = time.perf_counter()
         predict_proba(run, test_texts, batch_size=64)
     else:
-        predict_task_logits(run, test_texts[:64], None if test.pairs is None else test.pairs[:64])  # warm-up
+        texts_logits(run, test_texts[:64], None if test.pairs is None else test.pairs[:64])[0]  # warm-up
         start = time.perf_counter()
-        predict_task_logits(run, test_texts, test.pairs, batch_size=64)
+        texts_logits(run, test_texts, test.pairs, batch_size=64)[0]
     seconds = time.perf_counter() - start
     metric_name = TASK_METRIC[cfg.data.task]
     int8 = int8_row(run_dir, cfg, folder, test, args.per_channel) if args.int8 else {}
@@ -161,8 +161,9 @@ def int8_row(run_dir: Path, cfg, folder: Path, test: Split, per_channel: bool = 
     on validation.jsonl) and measure the int8 file's texts/s on the test texts with
     export/infer.py on one thread."""
     from tfm_cls.export.exporter import export_run
-    from tfm_cls.export.infer import Classifier
     from tfm_cls.export.quantize import quantize_and_evaluate
+
+    from tfm_cls.runtime.classifier import Classifier
 
     fp32 = export_run(run_dir)
     report = quantize_and_evaluate(

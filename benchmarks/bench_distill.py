@@ -64,7 +64,8 @@ def onnx_row(name: str, path: Path, test: Split, repeats: int, speed_texts: int 
     """Accuracy (one pass over the test set), size and one-thread end-to-end texts/s (median of
     `repeats` passes over the first `speed_texts` test texts; 0: all) of one ONNX file."""
     from sklearn.metrics import accuracy_score, f1_score
-    from tfm_cls.export.infer import Classifier
+
+    from tfm_cls.runtime.classifier import Classifier
 
     clf = Classifier(str(path), threads=1)
     clf.predict_proba(test.texts[:64], 32)  # warm-up
@@ -88,7 +89,7 @@ def paired_speed(teacher: Path, student: Path, texts: list[str], repeats: int, p
     """Texts/s of two ONNX files timed in alternating passes (teacher, student, teacher, ...), so
     that a machine whose load drifts slows both alike; the median of the per-pair ratios.
     Sentence-pair models read `pairs`, the second text of each."""
-    from tfm_cls.export.infer import Classifier
+    from tfm_cls.runtime.classifier import Classifier
 
     models = {"teacher": Classifier(str(teacher), threads=1), "student": Classifier(str(student), threads=1)}
     for clf in models.values():

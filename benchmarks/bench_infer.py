@@ -38,11 +38,11 @@ from torch import nn
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from tfm_cls.export.exporter import export_run  # noqa: E402
-from tfm_cls.export.infer import Classifier  # noqa: E402
 from tfm_cls.export.quantize import quantize_model  # noqa: E402
 from tfm_cls.export.verify import verify  # noqa: E402
 
 from tfm_cls.runs import load_run  # noqa: E402
+from tfm_cls.runtime.classifier import Classifier  # noqa: E402
 
 log = logging.getLogger("bench_infer")
 

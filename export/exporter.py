@@ -8,7 +8,7 @@ TorchScript exporter is not used: it bakes the sample batch and sequence sizes i
 from __future__ import annotations
 
 import contextlib
-import json
+import dataclasses
 import logging
 import warnings
 from collections.abc import Callable, Iterator
@@ -26,7 +26,9 @@ from torch import Tensor, nn
 
 import tfm_cls
 from tfm_cls.errors import ExportError
-from tfm_cls.io import atomic_path
+from tfm_cls.io import atomic_path, file_sha256
+from tfm_cls.runtime.heads import SingleLabel
+from tfm_cls.runtime.metadata import ExportMetadata
 from tfm_cls.tasks import HEAD_TYPES
 
 logger = logging.getLogger(__name__)
@@ -191,32 +193,27 @@ def build_metadata(
     tokenizer: Tokenizer | None = None,
     labels: list[str] | None = None,
     max_length: int | None = None,
-    extra: dict[str, Any] | None = None,
-) -> dict[str, str]:
-    """Everything a deployment needs besides the graph, as ONNX metadata_props (strings)."""
+    **fields: Any,
+) -> ExportMetadata:
+    """Everything a deployment needs besides the graph (ExportMetadata; `fields`: more of its fields)."""
     config = model_config(model)
-    meta = {
-        specs.FORMAT_KEY: specs.FORMAT_VERSION,
-        specs.TASK_KEY: spec.task,
-        "tfm_cls.model_class": type(model).__name__,
-        "tfm_cls.model_config": json.dumps(config, sort_keys=True),
-        "tfm_cls.max_length": str(int(max_length if max_length is not None else config["max_len"])),
-        "tfm_cls.export_sizes": json.dumps({a: EXPORT_SIZES[a] for a in sorted(spec.dynamic_axes)}),
-        "tfm_cls.version": tfm_cls.__version__,
-        "torch.version": torch.__version__,
-        "onnx.opset": str(spec.opset),
-    }
-    if labels is not None:
-        meta["tfm_cls.labels"] = json.dumps(list(labels), ensure_ascii=False)
-    if tokenizer is not None:
-        meta["tfm_cls.tokenizer"] = tokenizer.to_str()
-    for key, value in (extra or {}).items():
-        meta[key] = value if isinstance(value, str) else json.dumps(value)
-    return meta
+    return ExportMetadata(
+        task=spec.task,
+        model_class=type(model).__name__,
+        model_config=config,
+        max_length=int(max_length if max_length is not None else config["max_len"]),
+        export_sizes={a: EXPORT_SIZES[a] for a in sorted(spec.dynamic_axes)},
+        version=tfm_cls.__version__,
+        torch_version=torch.__version__,
+        opset=spec.opset,
+        labels=None if labels is None else list(labels),
+        tokenizer=None if tokenizer is None else tokenizer.to_str(),
+        **fields,
+    )
 
 
 def export_graph(
-    model: nn.Module, spec: ExportSpec, path: str | Path, metadata: dict[str, str], fuse: bool = False
+    model: nn.Module, spec: ExportSpec, path: str | Path, metadata: ExportMetadata, fuse: bool = False
 ) -> Path:
     """Trace `model` as the graph of `spec` and write ONE self-contained .onnx file with `metadata`.
 
@@ -253,8 +250,7 @@ def export_graph(
             onnx_model, counts = optimize_for_ort(onnx_model)
         fusions = {name: n for name, n in counts.items() if n}
         logger.info("onnxruntime fusions: %s", fusions or "none matched")
-    onnx_model.metadata_props.update(metadata)
-    onnx_model.metadata_props["tfm_cls.fusions"] = json.dumps(fusions)
+    onnx_model.metadata_props.update(dataclasses.replace(metadata, fusions=fusions).to_props())
     onnx_model.doc_string = f"tfm_cls {spec.task} model exported with torch {torch.__version__}"
     ir.save(onnx_model, str(path))  # weights inline: no external-data sidecar
     sidecar = path.with_name(path.name + ".data")
@@ -272,25 +268,24 @@ def export_classifier(
     labels: list[str],
     max_length: int | None = None,
     fuse: bool = False,
-    head: Any = None,
+    head: SingleLabel | None = None,
     pair: bool = False,
-    extra: dict[str, Any] | None = None,
+    **fields: Any,
 ) -> Path:
     """TransformerClassifier -> one .onnx file (logits and the head's scores) with tokenizer and
-    labels inside. `head` (a tfm_cls.tasks.Head; None: single-label) adds the task and, for
-    multi-label, the thresholds to the metadata; `pair`: a token_type_ids input for sentence pairs."""
+    labels inside. `head` (a tfm_cls.tasks head; None: single-label) adds the task and, for
+    multi-label, the thresholds to the metadata; `pair`: a token_type_ids input for sentence pairs;
+    `fields`: more ExportMetadata fields (the weights digest, the long-text policy)."""
     num_classes = int(model_config(model)["num_classes"])
-    task = head.task if head is not None else "single_label"
-    expected = 1 if task == "regression" else len(labels)
+    task_head = head or SingleLabel()
+    expected = task_head.num_outputs(len(labels))
     if expected != num_classes:
-        raise ExportError(f"{len(labels)} label names for a {task} model with num_classes={num_classes}")
+        raise ExportError(f"{len(labels)} label names for a {task_head.task} model with num_classes={num_classes}")
     if pair and int(model_config(model).get("type_vocab_size", 0)) < 2:
         raise ExportError("a sentence-pair export needs a model with token-type embeddings (type_vocab_size >= 2)")
-    spec = specs.classifier_spec(task, pair)
-    if head is not None or pair:  # a single-label, single-text file carries exactly what it always did
-        extra = {"tfm_cls.head": task, **(head.export_metadata() if head is not None else {}),
-                 "tfm_cls.text_pair": pair, **(extra or {})}
-    meta = build_metadata(model, spec, tokenizer=tokenizer, labels=labels, max_length=max_length, extra=extra)
+    spec = specs.classifier_spec(task_head.task, pair)
+    fields = {**task_head.metadata(pair), **fields}
+    meta = build_metadata(model, spec, tokenizer=tokenizer, labels=labels, max_length=max_length, **fields)
     return export_graph(model, spec, path, meta, fuse)
 
 
@@ -306,17 +301,12 @@ def export_seq2seq(
 ) -> dict[str, Path]:
     """Seq2SeqTransformer -> model.onnx (monolithic), encoder.onnx and decoder.onnx in `out_dir`."""
     out_dir = Path(out_dir)
-    extra: dict[str, Any] = {}
-    if bos_id is not None:
-        extra["tfm_cls.bos_id"] = str(bos_id)
-    if eos_id is not None:
-        extra["tfm_cls.eos_id"] = str(eos_id)
     # Each split half names its partner, so the decoder's verification can run greedy decoding.
-    extra["tfm_cls.encoder_file"] = specs.SEQ2SEQ_ENCODER.file_name
-    extra["tfm_cls.decoder_file"] = specs.SEQ2SEQ_DECODER.file_name
+    extra = {"bos_id": bos_id, "eos_id": eos_id, "encoder_file": specs.SEQ2SEQ_ENCODER.file_name,
+             "decoder_file": specs.SEQ2SEQ_DECODER.file_name}
     paths = {}
     for spec in (specs.SEQ2SEQ, specs.SEQ2SEQ_ENCODER, specs.SEQ2SEQ_DECODER):
-        meta = build_metadata(model, spec, tokenizer=tokenizer, max_length=max_length, extra=extra)
+        meta = build_metadata(model, spec, tokenizer=tokenizer, max_length=max_length, **extra)
         paths[spec.task] = export_graph(model, spec, out_dir / spec.file_name, meta, fuse)
     return paths
 
@@ -330,21 +320,19 @@ def export_run(
     The file is written under a temporary name beside `output`, `check(model, temporary path)`
     (the verifier) runs on it, and only then is it renamed over `output`: a failed export or
     verification, or a full disk, leaves an earlier `output` untouched. The metadata records the
-    sha256 of the run's model.safetensors (runs.WEIGHTS_DIGEST_KEY), so a retrained run's stale
-    export is refused by infer and verify-onnx."""
-    from tfm_cls.export.infer import LONG_TEXT_KEY
-
+    sha256 of the run's model.safetensors (ExportMetadata.weights_sha256), so a retrained run's
+    stale export is refused by infer and verify-onnx."""
     from tfm_cls.predict import run_head
-    from tfm_cls.runs import WEIGHTS_DIGEST_KEY, WEIGHTS_FILE, load_run, weights_digest
+    from tfm_cls.runs import WEIGHTS_FILE, load_run
     from tfm_cls.tokenizer import long_text_of, max_length_of
 
     run = load_run(run_dir)
     path = Path(output) if output else Path(run_dir) / specs.CLASSIFIER.file_name
     if path.is_dir():
         raise ExportError(f"--output {path} is a folder; name the .onnx file to write")
-    digest = weights_digest(Path(run_dir) / WEIGHTS_FILE)
+    digest = file_sha256(Path(run_dir) / WEIGHTS_FILE)
     pair = run.config.data.text_pair_column is not None
-    head = run_head(run) if run.config.data.task != "single_label" or pair else None
+    head = run_head(run)
     with atomic_path(path) as tmp:
         export_classifier(
             run.model,
@@ -353,8 +341,8 @@ def export_run(
             labels=run.labels,
             max_length=max_length_of(run.tokenizer),
             fuse=fuse,
-            # The truncation strategy and chunking of the run, for the torch-free export/infer.py.
-            extra={WEIGHTS_DIGEST_KEY: digest, LONG_TEXT_KEY: long_text_of(run.config.tokenizer).to_json()},
+            # The truncation strategy and chunking of the run, for the torch-free runtime.
+            weights_sha256=digest, long_text=long_text_of(run.config.tokenizer),
             head=head,
             pair=pair,
         )

@@ -16,6 +16,7 @@ import json
 import logging
 import os
 import tempfile
+from collections.abc import Iterator
 from dataclasses import asdict, dataclass
 from pathlib import Path
 
@@ -23,10 +24,11 @@ import numpy as np
 import onnx
 import onnxruntime
 from onnxruntime.quantization import QuantType, quantize_dynamic
-from tfm_cls.export.infer import Classifier, InferenceError, Stats, decoded_lines
 
-from tfm_cls.errors import QuantizeError
+from tfm_cls.errors import InferenceError, QuantizeError
 from tfm_cls.io import write_json
+from tfm_cls.runtime.classifier import Classifier
+from tfm_cls.runtime.readers import Stats, decoded_lines
 
 logger = logging.getLogger(__name__)
 
@@ -108,143 +110,58 @@ def quantize_model(fp32_path: str | Path, int8_path: str | Path, per_channel: bo
 
 
 def read_labelled(
-    path: str | Path, labels: list[str], text_field: str = "text", label_field: str = "label", limit: int | None = None
-) -> tuple[list[str], np.ndarray]:
-    """Texts and label indices from a .jsonl or .csv file; a label is an index or a label name."""
+    path: str | Path, clf: Classifier, text_field: str = "text", label_field: str = "label",
+    pair_field: str = "text_pair", limit: int | None = None,
+) -> tuple[list[str], list[str] | None, np.ndarray]:
+    """Texts, second texts (pair models, else None) and targets from a .jsonl or .csv file; each
+    target is read by the model's head (a label name or index; multi-label: a list of them ->
+    multi-hot [N, C]; regression: a number)."""
     path = Path(path)
     if not path.is_file():
         raise QuantizeError(f"labelled data file not found: {path}")
-    index = {name: i for i, name in enumerate(labels)}
-
-    def label_of(value, where: str) -> int:
-        if isinstance(value, str) and value in index:
-            return index[value]
-        try:
-            i = int(value)
-        except (TypeError, ValueError):
-            i = -1
-        if not 0 <= i < len(labels) or isinstance(value, float) and not value.is_integer():
-            raise QuantizeError(f"{where}: label {value!r} is neither an index in [0, {len(labels)}) nor one of {labels}")
-        return i
-
-    texts, ys = [], []
+    need = [text_field, label_field] + ([pair_field] if clf.pair else [])
+    texts, pairs, ys = [], [], []
     try:
-        return _read_labelled(path, texts, ys, text_field, label_field, limit, label_of)
+        for where, row in _labelled_rows(path, need):
+            try:
+                ys.append(clf.head.target(row[label_field], clf.labels))
+            except ValueError as err:
+                raise QuantizeError(f"{where}: {err}") from None
+            texts.append(str(row[text_field]))
+            if clf.pair:
+                pairs.append(str(row[pair_field]))
+            if limit and len(texts) >= limit:
+                break
     except InferenceError as err:  # invalid UTF-8, from the one line reader
         raise QuantizeError(str(err)) from None
+    if not texts:
+        raise QuantizeError(f"{path}: no labelled examples")
+    return texts, (pairs if clf.pair else None), np.asarray(ys)
 
 
-def _read_labelled(path, texts, ys, text_field, label_field, limit, label_of) -> tuple[list[str], np.ndarray]:
-    if path.suffix.lower() in (".jsonl", ".ndjson"):
-        with path.open("rb") as f:
-            for lineno, line in decoded_lines(f, str(path), "error", Stats()):
+def _labelled_rows(path: Path, need: list[str]) -> Iterator[tuple[str, dict]]:
+    """("file:line", row) of each non-empty .jsonl line or .csv row, which must hold `need`."""
+    with path.open("rb") as f:
+        lines = decoded_lines(f, str(path), "error", Stats())
+        if path.suffix.lower() in (".jsonl", ".ndjson"):
+            for lineno, line in lines:
                 if not line.strip():
                     continue
                 try:
                     obj = json.loads(line)
                 except json.JSONDecodeError as err:
                     raise QuantizeError(f"{path}:{lineno}: not valid JSON ({err.msg})") from None
-                if not isinstance(obj, dict) or text_field not in obj or label_field not in obj:
-                    raise QuantizeError(f"{path}:{lineno}: expected an object with {text_field!r} and {label_field!r}")
-                texts.append(str(obj[text_field]))
-                ys.append(label_of(obj[label_field], f"{path}:{lineno}"))
-                if limit and len(texts) >= limit:
-                    break
-    elif path.suffix.lower() == ".csv":
-        with path.open("rb") as f:
-            reader = csv.DictReader(text for _, text in decoded_lines(f, str(path), "error", Stats()))
-            if not reader.fieldnames or text_field not in reader.fieldnames or label_field not in reader.fieldnames:
-                raise QuantizeError(f"{path}: expected columns {text_field!r} and {label_field!r}, got {reader.fieldnames}")
+                if not isinstance(obj, dict) or any(k not in obj for k in need):
+                    raise QuantizeError(f"{path}:{lineno}: expected an object with {need}")
+                yield f"{path}:{lineno}", obj
+        elif path.suffix.lower() == ".csv":
+            reader = csv.DictReader(text for _, text in lines)
+            if not reader.fieldnames or any(k not in reader.fieldnames for k in need):
+                raise QuantizeError(f"{path}: expected columns {need}, got {reader.fieldnames}")
             for row in reader:
-                texts.append(row[text_field])
-                ys.append(label_of(row[label_field], f"{path}:{reader.line_num}"))
-                if limit and len(texts) >= limit:
-                    break
-    else:
-        raise QuantizeError(f"{path}: expected a .jsonl or .csv file of labelled texts")
-    if not texts:
-        raise QuantizeError(f"{path}: no labelled examples")
-    return texts, np.asarray(ys)
-
-
-def read_task_labelled(
-    path: str | Path, clf: Classifier, text_field: str, label_field: str, pair_field: str, limit: int | None
-) -> tuple[list[str], list[str] | None, np.ndarray]:
-    """Texts, second texts (pair models) and targets from a .jsonl file for a multi-label (label
-    lists of names or ids -> multi-hot [N, C]), regression (floats [N]) or pair model."""
-    path = Path(path)
-    if not path.is_file():
-        raise QuantizeError(f"labelled data file not found: {path}")
-    if path.suffix.lower() not in (".jsonl", ".ndjson"):
-        raise QuantizeError(f"{path}: a {clf.head} or sentence-pair model is evaluated on a .jsonl file")
-    index = {name: i for i, name in enumerate(clf.labels)}
-    texts, pairs, ys = [], [], []
-    with path.open("rb") as f:  # the one line reader: invalid UTF-8 is an error naming the line
-        for lineno, line in decoded_lines(f, str(path), "error", Stats()):
-            if not line.strip():
-                continue
-            try:
-                obj = json.loads(line)
-            except json.JSONDecodeError as err:
-                raise QuantizeError(f"{path}:{lineno}: not valid JSON ({err.msg})") from None
-            need = [text_field, label_field] + ([pair_field] if clf.pair else [])
-            if not isinstance(obj, dict) or any(k not in obj for k in need):
-                raise QuantizeError(f"{path}:{lineno}: expected an object with {need}")
-            value, where = obj[label_field], f"{path}:{lineno}"
-            if clf.head == "regression":
-                try:
-                    ys.append(float(value))
-                except (TypeError, ValueError):
-                    raise QuantizeError(f"{where}: regression target {value!r} is not a number") from None
-            elif clf.head == "multi_label":
-                hot = np.zeros(len(clf.labels), dtype=np.int64)
-                for item in value if isinstance(value, list) else [value]:
-                    i = index.get(item, item) if isinstance(item, str) else item
-                    if not isinstance(i, int) or not 0 <= i < len(clf.labels):
-                        raise QuantizeError(f"{where}: label {item!r} is neither an index in [0, {len(clf.labels)}) nor one of {clf.labels}")
-                    hot[i] = 1
-                ys.append(hot)
-            else:
-                i = index.get(value, value) if isinstance(value, str) else value
-                if not isinstance(i, int) or not 0 <= i < len(clf.labels):
-                    raise QuantizeError(f"{where}: label {value!r} is neither an index in [0, {len(clf.labels)}) nor one of {clf.labels}")
-                ys.append(i)
-            texts.append(str(obj[text_field]))
-            if clf.pair:
-                pairs.append(str(obj[pair_field]))
-            if limit and len(texts) >= limit:
-                break
-    if not texts:
-        raise QuantizeError(f"{path}: no labelled examples")
-    return texts, (pairs if clf.pair else None), np.asarray(ys)
-
-
-def task_metric(clf: Classifier, scores: np.ndarray, y: np.ndarray) -> tuple[str, float, np.ndarray]:
-    """(name, value, predictions) of the gate's metric for the model's head."""
-    if clf.head == "regression":
-        pearson = float(np.corrcoef(scores, y)[0, 1]) if np.ptp(scores) > 0 and np.ptp(y) > 0 else 0.0
-        return "pearson", pearson, scores
-    if clf.head == "multi_label":
-        pred = clf.decide(scores).astype(np.int64)
-        tp = float((pred & y).sum())
-        micro_f1 = 2 * tp / max(float(pred.sum() + y.sum()), 1e-9)
-        return "micro_f1", micro_f1, pred
-    pred = scores.argmax(axis=1)
-    return "accuracy", float((pred == y).mean()), pred
-
-
-def _agreement(a: np.ndarray, b: np.ndarray, head: str) -> float:
-    if head == "regression":  # agreement of values: within 1% of the gold range is "the same"
-        return float((np.abs(a - b) <= 0.01 * max(float(np.ptp(a)), 1e-9)).mean())
-    if a.ndim == 2:
-        return float((a == b).all(axis=1).mean())
-    return float((a == b).mean())
-
-
-def predict(model_path: str | Path, texts: list[str], batch_size: int = 64, threads: int = 0) -> np.ndarray:
-    """Predicted label indices with the deployment code path."""
-    probs, _ = Classifier(str(model_path), threads=threads).predict_proba(texts, batch_size)
-    return probs.argmax(axis=1)
+                yield f"{path}:{reader.line_num}", row
+        else:
+            raise QuantizeError(f"{path}: expected a .jsonl or .csv file of labelled texts")
 
 
 def quantize_and_evaluate(
@@ -267,26 +184,16 @@ def quantize_and_evaluate(
         raise QuantizeError(f"model file not found: {fp32_path} (export it first: tfm-cls export --run RUN)")
     int8_path = Path(int8_path) if int8_path else fp32_path.with_name(fp32_path.stem + ".int8.onnx")
     fp32 = Classifier(str(fp32_path))
-    task_gate = fp32.head != "single_label" or fp32.pair
-    if task_gate:
-        texts, pairs, y = read_task_labelled(data_path, fp32, text_field, label_field, pair_field, limit)
-    else:
-        texts, y = read_labelled(data_path, fp32.labels, text_field, label_field, limit)
+    texts, pairs, y = read_labelled(data_path, fp32, text_field, label_field, pair_field, limit)
 
     candidate = int8_path.with_name(int8_path.name + ".candidate")
-    metric = "accuracy"
     try:
         quantize_model(fp32_path, candidate, per_channel)
-        if task_gate:  # the task's own metric (micro-F1 with the file's thresholds, Pearson, accuracy)
-            int8 = Classifier(str(candidate))
-            metric, acc_fp32, pred_fp32 = task_metric(fp32, fp32.predict_proba(texts, batch_size, pairs)[0], y)
-            _, acc_int8, pred_int8 = task_metric(int8, int8.predict_proba(texts, batch_size, pairs)[0], y)
-            agreement = _agreement(pred_fp32, pred_int8, fp32.head)
-        else:
-            pred_fp32 = fp32.predict_proba(texts, batch_size)[0].argmax(axis=1)
-            pred_int8 = predict(candidate, texts, batch_size)
-            acc_fp32, acc_int8 = float((pred_fp32 == y).mean()), float((pred_int8 == y).mean())
-            agreement = float((pred_fp32 == pred_int8).mean())
+        # the task's own metric (accuracy, micro-F1 with the file's thresholds, Pearson)
+        int8 = Classifier(str(candidate))
+        metric, acc_fp32, pred_fp32 = fp32.head.gate(fp32.predict_proba(texts, batch_size, pairs)[0], y)
+        _, acc_int8, pred_int8 = int8.head.gate(int8.predict_proba(texts, batch_size, pairs)[0], y)
+        agreement = fp32.head.agreement(pred_fp32, pred_int8)
         drop = 100 * (acc_fp32 - acc_int8)
         report = QuantizeReport(
             fp32_path=str(fp32_path),

@@ -16,6 +16,8 @@ from pathlib import Path
 import numpy as np
 import onnxruntime as ort
 
+from tfm_cls.runtime.metadata import FIELD_KEYS
+
 
 def _session(path: str | Path, providers: list | None) -> ort.InferenceSession:
     if not Path(path).is_file():
@@ -25,7 +27,7 @@ def _session(path: str | Path, providers: list | None) -> ort.InferenceSession:
 
 def _pad_id(session: ort.InferenceSession, eos_id: int) -> int:
     meta = session.get_modelmeta().custom_metadata_map
-    pad = json.loads(meta.get("tfm_cls.model_config", "{}")).get("pad_token_id")
+    pad = json.loads(meta.get(FIELD_KEYS["model_config"], "{}")).get("pad_token_id")
     return eos_id if pad is None else int(pad)
 
 

@@ -8,11 +8,10 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-# Metadata every tfm_cls export carries; export/infer.py keeps its own copy of the marker
-# (it must run without this package) and a test keeps the two equal.
-FORMAT_KEY = "tfm_cls.format"
-FORMAT_VERSION = "tfm_cls-onnx/1"
-TASK_KEY = "tfm_cls.task"
+from tfm_cls.runtime.heads import RUNTIME_HEADS, SingleLabel
+from tfm_cls.runtime.metadata import FORMAT_KEY, FORMAT_VERSION, PAIR_SUFFIX, TASK_KEY
+
+__all__ = ["FORMAT_KEY", "FORMAT_VERSION", "TASK_KEY", "PAIR_SUFFIX"]  # the metadata's, defined there
 
 DEFAULT_OPSET = 18
 
@@ -64,7 +63,7 @@ class ExportSpec:
 
 _BS = ("batch", "sequence")
 CLASSIFIER = ExportSpec(
-    task="text-classification",
+    task=SingleLabel.onnx_task,
     file_name="model.onnx",
     inputs=(
         TensorSpec(name="input_ids", dtype="int64", shape=_BS),
@@ -77,11 +76,9 @@ CLASSIFIER = ExportSpec(
     dynamic_axes=frozenset(_BS),
 )
 
-# The other heads (tfm_cls.tasks) and sentence pairs: the same graph with their own outputs and,
-# for pairs, a third input. The file's "tfm_cls.task" names one of these specs.
-CLASSIFIER_TASKS = {"single_label": "text-classification", "multi_label": "multi-label-classification",
-                    "regression": "text-regression"}
-PAIR_SUFFIX = "-pair"
+# The other heads (tfm_cls.runtime.heads) and sentence pairs: the same graph with their own outputs
+# and, for pairs, a third input. The file's "tfm_cls.task" names one of these specs.
+CLASSIFIER_TASKS = {task: head.onnx_task for task, head in RUNTIME_HEADS.items()}
 TOKEN_TYPES = TensorSpec(name="token_type_ids", dtype="int64", shape=_BS)  # 0 = first text, 1 = second
 
 
@@ -90,10 +87,11 @@ def classifier_spec(head: str = "single_label", pair: bool = False) -> ExportSpe
     sigmoid `probabilities`; regression: `value` [batch]) and, for pairs, `token_type_ids`."""
     if head not in CLASSIFIER_TASKS:
         raise ValueError(f"unknown head {head!r}; expected one of {sorted(CLASSIFIER_TASKS)}")
-    if head == "single_label" and not pair:
+    if RUNTIME_HEADS[head] is SingleLabel and not pair:
         return CLASSIFIER
-    second = (TensorSpec(name="value", dtype="float32", shape=("batch",)) if head == "regression"
-              else TensorSpec(name="probabilities", dtype="float32", shape=("batch", "num_classes")))
+    score_output = RUNTIME_HEADS[head].score_output
+    second = TensorSpec(name=score_output, dtype="float32",
+                        shape=("batch",) if score_output == "value" else ("batch", "num_classes"))
     return ExportSpec(
         task=CLASSIFIER_TASKS[head] + (PAIR_SUFFIX if pair else ""),
         file_name="model.onnx",

@@ -2,6 +2,8 @@
 
 `verify(torch_model, onnx_path)` checks, in this order, and stops at the first stage that fails:
 
+0. metadata  the file's metadata parses into ExportMetadata and writes back unchanged, and the
+             file was exported from the weights of its run (else StaleExportError: re-export);
 1. names     the graph's input and output names and dtypes are the spec's;
 2. axes      every axis the spec calls dynamic is symbolic (named as in the spec), the others
              have the model's sizes;
@@ -23,7 +25,6 @@ difference, the output and the case it came from.
 from __future__ import annotations
 
 import copy
-import json
 import logging
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -37,6 +38,9 @@ from tfm_cls.export.exporter import EXPORT_SIZES, token_types, vocab_key
 from tfm_cls.export.seq2seq import MonolithicGreedyDecoder, SplitGreedyDecoder
 from tfm_cls.export.spec import ExportSpec
 from torch import Tensor, nn
+
+from tfm_cls.errors import InferenceError, StaleExportError
+from tfm_cls.runtime.metadata import KEYS, ExportMetadata, read_props, stale_export_problem
 
 logger = logging.getLogger(__name__)
 
@@ -324,13 +328,13 @@ def check_provider(
 
 
 def check_greedy(
-    model: nn.Module, path: Path, spec: ExportSpec, meta: dict[str, str], provider: str, report: VerifyReport, seed: int
+    model: nn.Module, path: Path, spec: ExportSpec, meta: ExportMetadata, provider: str, report: VerifyReport, seed: int
 ) -> None:
     """Stage 5 (seq2seq): numpy + onnxruntime greedy decoding gives torch's greedy_decode tokens."""
     short = "CUDA" if provider == CUDA else "CPU"
     providers: list[Any] = [(CUDA, {"use_tf32": 0}), CPU] if provider == CUDA else [CPU]
     if spec.task == specs.SEQ2SEQ_DECODER.task:
-        encoder = path.parent / meta.get("tfm_cls.encoder_file", specs.SEQ2SEQ_ENCODER.file_name)
+        encoder = path.parent / (meta.encoder_file or specs.SEQ2SEQ_ENCODER.file_name)
         if not encoder.is_file():
             report.add(f"greedy ({short})", "skip", f"no encoder {encoder} beside the decoder")
             return
@@ -339,7 +343,8 @@ def check_greedy(
     else:
         decoder = MonolithicGreedyDecoder(path, providers)
         how = "monolithic model.onnx"
-    bos, eos = int(meta.get("tfm_cls.bos_id", 1)), int(meta.get("tfm_cls.eos_id", 2))
+    bos = 1 if meta.bos_id is None else meta.bos_id
+    eos = 2 if meta.eos_id is None else meta.eos_id
     max_len = min(12, int(model.config["max_len"]))
     case = Case("batch 3 with padding and a fully padded row", 3, {"src_sequence": 11}, {"src_sequence": [11, 6, 0]})
     src = case_inputs(specs.SEQ2SEQ_ENCODER, model, case, torch.Generator().manual_seed(seed + 1))
@@ -356,6 +361,32 @@ def check_greedy(
     report.add(f"greedy ({short})", "ok", f"{how}: identical tokens, shape {list(got.shape)} (bos {bos}, eos {eos})")
 
 
+def check_metadata(
+    props: dict[str, str], path: Path, report: VerifyReport, weights: str | Path | None = None
+) -> ExportMetadata:
+    """Stage 0: the metadata is ours, parses into ExportMetadata and writes back to the same
+    props (every key through the one dataclass), and the file is no stale export of its run."""
+    try:
+        meta = ExportMetadata.from_props(props, str(path))
+    except InferenceError as err:
+        report.add("metadata", "FAIL", str(err))
+        raise VerificationError(report) from None
+    ours = {key: value for key, value in props.items() if key in KEYS}
+    written = meta.to_props()
+    differ = sorted(k for k in ours.keys() | written.keys() if ours.get(k) != written.get(k))
+    if differ:
+        report.add("metadata", "FAIL", f"keys {differ} do not round-trip through ExportMetadata")
+        raise VerificationError(report)
+    if meta.weights_sha256 is None:
+        logger.warning("%s records no weights digest (exported by an older tfm_cls); cannot tell if it is stale", path)
+    stale = stale_export_problem(meta, path, weights)
+    if stale:
+        raise StaleExportError(stale)
+    report.add("metadata", "ok", f"{len(ours)} tfm_cls keys round-trip" + (", weights digest matches"
+                                                                          if meta.weights_sha256 else ""))
+    return meta
+
+
 def verify(
     torch_model: nn.Module,
     onnx_path: str | Path,
@@ -365,6 +396,7 @@ def verify(
     cases: list[Case] | None = None,
     seed: int = 0,
     name: str | None = None,
+    weights: str | Path | None = None,
 ) -> VerifyReport:
     """Check `onnx_path` against `torch_model` (see the module docstring); returns the report,
     raises VerificationError (carrying it) on the first failing stage. `name`: the file named in
@@ -372,23 +404,23 @@ def verify(
 
     `providers`: None = CPU plus CUDA where available (a skip line otherwise); a list = exactly
     those, failing when one is unavailable. `spec`: default from the file's task metadata.
+    `weights`: the model.safetensors the file must have been exported from (default: the one
+    beside it, if any); a file exported from other weights is a StaleExportError (re-export it).
     """
     path = Path(onnx_path)
     if not path.is_file():
         raise FileNotFoundError(f"ONNX file not found: {path}")
     model = torch_model.eval()
     cpu_session = make_session(path, CPU)
-    meta = cpu_session.get_modelmeta().custom_metadata_map
-    spec = spec or specs.spec_for_task(meta.get(specs.TASK_KEY), str(path))
+    props = read_props(cpu_session)
+    spec = spec or specs.spec_for_task(props.get(specs.TASK_KEY), str(path))
     report = VerifyReport(name or str(path), spec.task)
-    if meta.get(specs.FORMAT_KEY) != specs.FORMAT_VERSION:
-        report.add("metadata", "FAIL", f"{specs.FORMAT_KEY!r} is {meta.get(specs.FORMAT_KEY)!r}, expected {specs.FORMAT_VERSION!r}")
-        raise VerificationError(report)
+    meta = check_metadata(props, path, report, weights)
     config = model.config
     check_names(cpu_session, spec, report)
     check_axes(cpu_session, spec, config, report)
 
-    export_sizes = json.loads(meta.get("tfm_cls.export_sizes", json.dumps(EXPORT_SIZES)))
+    export_sizes = meta.export_sizes or EXPORT_SIZES
     cases = cases or default_cases(spec, export_sizes, int(config["max_len"]), seed)
     for provider in available_providers(providers, report):
         try:

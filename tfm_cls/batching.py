@@ -19,7 +19,7 @@ from datasets import Dataset, DatasetDict, Sequence, Value
 from tokenizers import Tokenizer
 
 from tfm_cls.errors import ConfigError
-from tfm_cls.export.infer import LongText, TextEncoder
+from tfm_cls.runtime.text import LongText, TextEncoder
 from tfm_cls.tokenizer import max_length_of, text_encoder
 
 logger = logging.getLogger(__name__)

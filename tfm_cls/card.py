@@ -26,7 +26,7 @@ logger = logging.getLogger(__name__)
 
 EVALUATIONS_FILE = "evaluations.json"
 """`tfm-cls eval` results of a run ({"<data> (<split>)": metrics}), shown on the card."""
-ONNX_FILE = "model.onnx"
+ONNX_FILE = R.ONNX_FILE
 METRIC_NAMES = {"accuracy": "Accuracy", "macro_f1": "Macro-F1", "loss": "Loss"}
 """Metrics of the card's table, in order."""
 HF_METRIC_TYPES = {"accuracy": "accuracy", "macro_f1": "f1", "loss": "loss"}

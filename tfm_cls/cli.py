@@ -134,7 +134,6 @@ def cmd_eval(args: argparse.Namespace) -> int:
     from tfm_cls.errors import DataError
     from tfm_cls.predict import evaluate, run_head
     from tfm_cls.runs import load_run
-    from tfm_cls.tasks import task_report
 
     _quiet_datasets()
     run = load_run(args.run)
@@ -160,7 +159,7 @@ def cmd_eval(args: argparse.Namespace) -> int:
     head = run_head(run)
     metrics, logits = evaluate(run.model, split, run.labels, args.batch_size, device, run.model.config.get("pad_token_id") or 0,
                                head=head)
-    logger.info("%s: %d examples\n%s", source, len(split), task_report(head, split.labels, logits, run.labels))
+    logger.info("%s: %d examples\n%s", source, len(split), head.report(split.labels, logits, run.labels))
     _write_or_print(json.dumps({"run": str(args.run), "data": str(source), **metrics}, indent=2, ensure_ascii=False),
                     args.output)
     from tfm_cls.card import record_evaluation, write_card
@@ -196,10 +195,10 @@ def _check_sizes(args: argparse.Namespace) -> None:
 
 def cmd_predict(args: argparse.Namespace) -> int:
     from tfm_cls.distributed import select_device
-    from tfm_cls.export.infer import Stats
     from tfm_cls.io import atomic_path, disk_full_error, is_disk_full
-    from tfm_cls.predict import open_records, predict_records, predict_task_records, write_jsonl
+    from tfm_cls.predict import open_records, predict_records, write_jsonl
     from tfm_cls.runs import load_run
+    from tfm_cls.runtime.readers import Stats
 
     _check_sizes(args)
     run = load_run(args.run, device=select_device(args.device))
@@ -210,11 +209,9 @@ def cmd_predict(args: argparse.Namespace) -> int:
     policy = _inference_policy(run, args)
     stats = Stats()
     pair_field = args.pair_field or run.config.data.text_pair_column
-    # pairs, multi-label, regression: one row per input row, in input order (tfm_cls.tasks)
-    task_rows = pair_field is not None or run.config.data.task != "single_label"
     with open_records(args.input, args.input_format, args.text_field, args.invalid_utf8, stats, pair_field) as records:
         counted = _counting(records, stats)
-        rows = (predict_task_records if task_rows else predict_records)(
+        rows = predict_records(
             run, counted, args.batch_size, policy=policy, batching=args.batching, max_tokens=args.max_tokens,
             buffer_texts=args.buffer_texts, max_length=args.max_length,
         )
@@ -246,38 +243,17 @@ def _counting(records, stats):
 # ---- ONNX: export, verify, quantize, infer ------------------------------------------------------------
 
 
-def _check_onnx(model, path: Path, providers: str | None, name: Path) -> None:
-    """Verify `path` (shown as `name`) against `model`; print the report once; exit 1 on failure."""
+def _check_onnx(model, path: Path, providers: str | None, name: Path, weights: Path | None = None) -> None:
+    """Verify `path` (shown as `name`) against `model` (and the `weights` it must come from);
+    print the report once; exit 1 on failure."""
     from tfm_cls.export.verify import VerificationError, first_failure, verify
 
     try:
-        report = verify(model, path, _providers(providers), name=str(name))
+        report = verify(model, path, _providers(providers), name=str(name), weights=weights)
     except VerificationError as err:
         print(err.report, file=sys.stderr)  # the full report, then the one-line error
         raise _Failed(f"{name}: verification failed ({first_failure(err.report)})", 1) from err
     print(report)
-
-
-def _check_digest(run_dir: Path, path: Path) -> None:
-    """Refuse an ONNX file exported from other weights than the run's model.safetensors."""
-    import onnx
-
-    from tfm_cls.errors import RunDirError
-    from tfm_cls.runs import WEIGHTS_DIGEST_KEY, WEIGHTS_FILE, weights_digest
-
-    try:
-        meta = {p.key: p.value for p in onnx.load(str(path), load_external_data=False).metadata_props}
-    except Exception as err:  # not an ONNX file at all: the verifier says so
-        logger.debug("%s: cannot read metadata (%s)", path, err)
-        return
-    expected = meta.get(WEIGHTS_DIGEST_KEY)
-    if expected is None:
-        logger.warning("%s records no weights digest (exported by an older tfm_cls); cannot tell if it is stale", path)
-    elif (run_dir / WEIGHTS_FILE).is_file() and weights_digest(run_dir / WEIGHTS_FILE) != expected:
-        raise RunDirError(
-            f"{path} was exported from other weights than {run_dir / WEIGHTS_FILE} (the run was retrained since); "
-            f"re-export it: tfm-cls export --run {run_dir}"
-        )
 
 
 def cmd_export(args: argparse.Namespace) -> int:
@@ -301,13 +277,12 @@ def cmd_export(args: argparse.Namespace) -> int:
 
 def cmd_verify(args: argparse.Namespace) -> int:
     from tfm_cls.errors import RunDirError
-    from tfm_cls.runs import load_run
+    from tfm_cls.runs import WEIGHTS_FILE, load_run
 
     path = Path(args.model) if args.model else Path(args.run) / "model.onnx"
     if not path.is_file():
         raise RunDirError(f"{path} not found; export it first: tfm-cls export --run {args.run}")
-    _check_digest(Path(args.run), path)
-    _check_onnx(load_run(args.run).model, path, args.providers, path)
+    _check_onnx(load_run(args.run).model, path, args.providers, path, Path(args.run) / WEIGHTS_FILE)
     return 0
 
 
@@ -453,15 +428,8 @@ def build_parser() -> argparse.ArgumentParser:
     return parser
 
 
-def _internal_errors() -> tuple[type[BaseException], ...]:
-    """Exception types that mean bad input although they are not TfmClsError: a missing file, and
-    the standalone inference script's own error (it imports nothing of tfm_cls), which can only
-    have been raised if that module is loaded (so reporting a failure never imports onnxruntime)."""
-    types: list[type[BaseException]] = [FileNotFoundError, IsADirectoryError, NotADirectoryError]
-    infer = sys.modules.get("tfm_cls.export.infer")
-    if infer is not None:
-        types.append(infer.InferenceError)
-    return tuple(types)
+# Exception types that mean bad input although they are not TfmClsError: a missing file.
+_INPUT_ERRORS = (FileNotFoundError, IsADirectoryError, NotADirectoryError)
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -484,7 +452,7 @@ def main(argv: list[str] | None = None) -> int:
         print("error: interrupted", file=sys.stderr)
         return 130
     except Exception as err:
-        if isinstance(err, _internal_errors()):
+        if isinstance(err, _INPUT_ERRORS):
             print(f"error: {err}", file=sys.stderr)
             return 2
         if args.verbose:

@@ -300,7 +300,8 @@ def _refuse_mixed_labels(values: dict[str, list[Any]], source: str) -> None:
 
 def check_utf8(path: str | Path) -> None:
     """Raise DataError naming the file, line and byte offset of the first invalid UTF-8 byte."""
-    from tfm_cls.export.infer import InferenceError, Stats, decoded_lines
+    from tfm_cls.errors import InferenceError
+    from tfm_cls.runtime.readers import Stats, decoded_lines
 
     try:
         with open(path, "rb") as f:

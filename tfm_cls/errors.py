@@ -33,6 +33,10 @@ class RunDirError(TfmClsError, ValueError):
     """A run directory is missing a file, or holds something other than expected."""
 
 
+class StaleExportError(RunDirError):
+    """An ONNX export was made from other weights than its run's model.safetensors (retrained since)."""
+
+
 class CheckpointError(TfmClsError, RuntimeError):
     """A checkpoint or weights file is missing, corrupt, truncated or does not fit the model."""
 
@@ -67,3 +71,8 @@ class TrainingDivergedError(TfmClsError, RuntimeError):
 
 class TeacherError(TfmClsError, ValueError):
     """A distillation teacher is missing, unreadable, not a classifier of ours, or does not fit the data."""
+
+
+class InferenceError(TfmClsError):
+    """Bad model file or bad input to the torch-free runtime (tfm_cls.runtime); the message names
+    the file, the line and what was expected."""

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import contextlib
 import errno
+import hashlib
 import json
 import math
 import os
@@ -114,3 +115,12 @@ def read_json(path: str | Path) -> Any:
         return json.loads(path.read_text(encoding="utf-8"))
     except json.JSONDecodeError as err:
         raise RunDirError(f"{path}: invalid JSON ({err})") from err
+
+
+def file_sha256(path: str | os.PathLike) -> str:
+    """The sha256 of a file's bytes (hex), read in 1 MiB blocks: the weights digest an export records."""
+    digest = hashlib.sha256()
+    with open(path, "rb") as f:
+        for block in iter(lambda: f.read(1 << 20), b""):
+            digest.update(block)
+    return digest.hexdigest()

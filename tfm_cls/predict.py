@@ -4,7 +4,6 @@ engine's evaluation, DDP-aware), and batch prediction of texts read from txt / j
 from __future__ import annotations
 
 import contextlib
-import dataclasses
 import json
 import time
 from collections.abc import Iterable, Iterator
@@ -13,30 +12,18 @@ from typing import Any, TextIO
 
 import numpy as np
 import torch
-import torch.nn.functional as F
 
 from tfm_cls import distributed as D
 from tfm_cls.batching import LengthBucketSampler, TokenizedSplit, batch_loader
-from tfm_cls.errors import InputError
-from tfm_cls.export.infer import (
-    DEFAULT_MAX_TOKENS,
-    InferenceError,
-    LongText,
-    Record,
-    Stats,
-    TextEncoder,
-    aggregate_windows,
-    chunks,
-    open_input,
-    pad_batch,
-    plan_batches,
-    prediction_row,
-)
-from tfm_cls.export.infer import read_records as infer_read_records
-from tfm_cls.metrics import classification_metrics
+from tfm_cls.errors import InferenceError, InputError
 from tfm_cls.precision import Precision
 from tfm_cls.runs import LoadedRun
-from tfm_cls.tasks import SINGLE_LABEL, Head, MultiLabelHead, head_for
+from tfm_cls.runtime.batching import DEFAULT_MAX_TOKENS, pad_batch, pad_types, plan_batches
+from tfm_cls.runtime.readers import Record, Stats, chunks, open_input
+from tfm_cls.runtime.readers import read_records as infer_read_records
+from tfm_cls.runtime.text import LongText, TextEncoder, aggregate_windows, encode_pairs
+from tfm_cls.runtime.writers import output_row
+from tfm_cls.tasks import Head, head_for
 from tfm_cls.tokenizer import PAD_ID, long_text_of, text_encoder
 
 FORMATS = ("auto", "txt", "jsonl", "csv")
@@ -98,14 +85,10 @@ def evaluate(
     start = time.perf_counter()
     logits = predict_logits(model, split, batch_size, device, pad_id, env=env, amp=amp)
     seconds = time.perf_counter() - start
-    if head is not None and head.task != SINGLE_LABEL:
-        if tune and isinstance(head, MultiLabelHead):
-            head.tune(logits, split.labels)
-        metrics = head.metrics(logits, split.labels, labels)
-        metrics.update(examples=len(logits), seconds=seconds, texts_per_second=len(logits) / max(seconds, 1e-9))
-        return metrics, logits
-    loss = F.cross_entropy(torch.from_numpy(logits), torch.from_numpy(split.labels)).item()
-    metrics = {"loss": loss, **classification_metrics(split.labels, logits.argmax(-1), labels)}
+    head = head if head is not None else Head()
+    if tune:
+        head.tune(logits, split.labels)
+    metrics = head.metrics(logits, split.labels, labels)
     metrics.update(examples=len(logits), seconds=seconds, texts_per_second=len(logits) / max(seconds, 1e-9))
     return metrics, logits
 
@@ -183,7 +166,7 @@ def run_policy(run: LoadedRun, **overrides: Any) -> LongText:
     pair is truncated by the tokenizer, its longer text first, so it takes no other strategy."""
     policy = long_text_of(run.config.tokenizer, **overrides)
     data = run.config.data
-    if policy.chunk and (data.task != SINGLE_LABEL or data.text_pair_column is not None):
+    if policy.chunk and (not run_head(run).chunkable or data.text_pair_column is not None):
         raise InputError(f"--chunk applies to single_label runs on single texts; {run.run_dir} is a "
                          f"{data.task}{' sentence-pair' if data.text_pair_column else ''} run")
     if data.text_pair_column is not None and policy.truncation != "head":
@@ -192,92 +175,81 @@ def run_policy(run: LoadedRun, **overrides: Any) -> LongText:
     return policy
 
 
-@torch.no_grad()
-def _row_logits(run: LoadedRun, ids: list[list[int]], batches: list[list[int]]) -> np.ndarray:
-    """Logits [len(ids), C] of model rows, batch by batch, in row order."""
-    device = next(run.model.parameters()).device
-    pad_id = run.model.config.get("pad_token_id") or 0
-    logits = np.zeros((len(ids), len(run.labels)), dtype=np.float32)
-    for rows in batches:
-        input_ids, mask = pad_batch(ids, rows, pad_id)  # [B, T]
-        out = run.model(torch.from_numpy(input_ids).to(device), torch.from_numpy(mask).to(device))  # [B, C]
-        logits[rows] = out.float().cpu().numpy()
-    return logits
-
-
-@torch.no_grad()
-def classify_texts(
-    run: LoadedRun, texts: list[str], *, policy: LongText | None = None, batching: str = "tokens",
-    batch_size: int = 64, max_tokens: int = DEFAULT_MAX_TOKENS, max_length: int | None = None,
-    encoder: TextEncoder | None = None,
-) -> tuple[np.ndarray, list[bool], list[int]]:
-    """Probabilities [len(texts), C] in input order, whether each text was truncated and its number
-    of windows: the PyTorch twin of export/infer.py's Classifier.classify (same encoder, same
-    batches, same aggregation). Rows are sorted by length into batches (`tokens`: up to
-    `max_tokens` padded tokens each; `fixed`: `batch_size` rows)."""
-    policy = encoder.policy if encoder is not None else policy or run_policy(run)
-    enc = (encoder or text_encoder(run.tokenizer, policy, max_length)).encode(texts)
-    batches = plan_batches([len(x) for x in enc.ids], batching, batch_size, max_tokens)
-    logits = _row_logits(run, enc.ids, batches)
-    if policy.chunk:
-        logits = aggregate_windows(logits, enc.windows, policy.aggregate, policy.scores)
-    return torch.softmax(torch.from_numpy(logits), dim=-1).numpy(), enc.truncated, enc.windows
-
-
-@torch.no_grad()
-def predict_proba(
-    run: LoadedRun, texts: list[str], batch_size: int = 64, encodings: list[list[int]] | None = None, *,
-    batching: str = "tokens", max_tokens: int = DEFAULT_MAX_TOKENS, policy: LongText | None = None,
-) -> np.ndarray:
-    """Class probabilities [len(texts), num_classes] (softmax of the logits), in input order.
-    `encodings`: ready token ids, one row per text (no windows)."""
-    if encodings is None:
-        return classify_texts(run, texts, policy=policy, batching=batching, batch_size=batch_size,
-                              max_tokens=max_tokens)[0]
-    batches = plan_batches([len(e) for e in encodings], batching, batch_size, max_tokens)
-    return torch.softmax(torch.from_numpy(_row_logits(run, encodings, batches)), dim=-1).numpy()
-
-
 def run_head(run: LoadedRun) -> Head:
     """The head (tfm_cls.tasks) of a loaded run, with its tuned thresholds."""
     return head_for(run.config, thresholds=run.thresholds)
 
 
 @torch.no_grad()
-def predict_task_logits(
-    run: LoadedRun, texts: list[str], pairs: list[str] | None = None, batch_size: int = 64, *,
-    policy: LongText | None = None, batching: str = "tokens", max_tokens: int = DEFAULT_MAX_TOKENS,
-    max_length: int | None = None,
+def _row_logits(
+    run: LoadedRun, ids: list[list[int]], types: list[list[int]] | None, batches: list[list[int]]
 ) -> np.ndarray:
-    """Logits [len(texts), outputs] in input order, for single texts (cut by the run's truncation
-    strategy, the encoder of predict_records) or (texts[i], pairs[i]) sentence pairs (the pair
-    template with token_type_ids; the longer side truncated first). No windows: chunking serves
-    single-label runs only (run_policy)."""
-    from tfm_cls.batching import pair_truncation
-    from tfm_cls.tokenizer import configure_truncation, max_length_of
-
+    """Logits [len(ids), outputs] of model rows (with token types for sentence pairs), batch by
+    batch, in row order."""
     device = next(run.model.parameters()).device
-    if pairs is not None:
-        tokenizer = run.tokenizer if max_length is None else configure_truncation(run.tokenizer, max_length)
-        tokenizer = pair_truncation(tokenizer)
-        tokenizer.no_padding()  # each batch is padded below, to its own longest text
-        encodings = tokenizer.encode_batch(list(zip(texts, pairs))) if texts else []
-        ids, types = [e.ids for e in encodings], [e.type_ids for e in encodings]
-    else:
-        policy = dataclasses.replace(policy or run_policy(run), chunk=False)
-        ids, types = text_encoder(run.tokenizer, policy, max_length or max_length_of(run.tokenizer)).encode(texts).ids, None
-    out = np.zeros((len(texts), int(run.model.config["num_classes"])), dtype=np.float32)
     pad_id = run.model.config.get("pad_token_id") or 0
-    for rows in plan_batches([len(x) for x in ids], batching, batch_size, max_tokens):
+    logits = np.zeros((len(ids), int(run.model.config["num_classes"])), dtype=np.float32)
+    for rows in batches:
         input_ids, mask = pad_batch(ids, rows, pad_id)  # [B, T]
         args = [torch.from_numpy(input_ids).to(device), torch.from_numpy(mask).to(device)]
         if types is not None:
-            type_ids = np.zeros_like(input_ids)  # [B, T], 0 under padding
-            for r, i in enumerate(rows):
-                type_ids[r, : len(types[i])] = types[i]
-            args.append(torch.from_numpy(type_ids).to(device))
-        out[rows] = run.model(*args).float().cpu().numpy()
-    return out
+            args.append(torch.from_numpy(pad_types(types, rows, input_ids.shape[1])).to(device))  # [B, T]
+        logits[rows] = run.model(*args).float().cpu().numpy()
+    return logits
+
+
+def _pair_rows(run: LoadedRun, texts: list[str], pairs: list[str], max_length: int | None):
+    """Token ids, types and truncation flags of sentence pairs, the longer side truncated first."""
+    from tfm_cls.batching import pair_truncation
+    from tfm_cls.tokenizer import configure_truncation
+
+    tokenizer = run.tokenizer if max_length is None else configure_truncation(run.tokenizer, max_length)
+    tokenizer = pair_truncation(tokenizer)
+    tokenizer.no_padding()  # each batch is padded to its own longest pair
+    return encode_pairs(tokenizer, texts, pairs)
+
+
+def texts_logits(
+    run: LoadedRun, texts: list[str], pairs: list[str] | None = None, *, policy: LongText | None = None,
+    batching: str = "tokens", batch_size: int = 64, max_tokens: int = DEFAULT_MAX_TOKENS,
+    max_length: int | None = None, encoder: TextEncoder | None = None,
+) -> tuple[np.ndarray, list[bool], list[int]]:
+    """Logits [len(texts), outputs] in input order, whether each text was truncated and its number
+    of windows: the PyTorch twin of the runtime's Classifier.classify (same encoder, same batches,
+    same aggregation). Single texts are cut or windowed by the run's long-text policy (windows
+    aggregated per text); (texts[i], pairs[i]) sentence pairs are truncated longer side first.
+    Rows are sorted by length into batches (`tokens`: up to `max_tokens` padded tokens each;
+    `fixed`: `batch_size` rows)."""
+    if pairs is not None:
+        ids, types, truncated = _pair_rows(run, texts, pairs, max_length)
+        windows, chunked = [1] * len(texts), None
+    else:
+        encoder = encoder or text_encoder(run.tokenizer, policy or run_policy(run), max_length)
+        enc = encoder.encode(texts)
+        ids, types, truncated, windows = enc.ids, None, enc.truncated, enc.windows
+        chunked = encoder.policy if encoder.policy.chunk else None
+    logits = _row_logits(run, ids, types, plan_batches([len(x) for x in ids], batching, batch_size, max_tokens))
+    if chunked is not None:
+        logits = aggregate_windows(logits, windows, chunked.aggregate, chunked.scores)
+    return logits, truncated, windows
+
+
+def classify_texts(
+    run: LoadedRun, texts: list[str], pairs: list[str] | None = None, **options: Any
+) -> tuple[np.ndarray, list[bool], list[int]]:
+    """The head's scores of `texts_logits` (probabilities [N, C]; regression values [N]), whether
+    each text was truncated and its number of windows."""
+    logits, truncated, windows = texts_logits(run, texts, pairs, **options)
+    return run_head(run).scores(logits), truncated, windows
+
+
+def predict_proba(
+    run: LoadedRun, texts: list[str], batch_size: int = 64, *, batching: str = "tokens",
+    max_tokens: int = DEFAULT_MAX_TOKENS, policy: LongText | None = None,
+) -> np.ndarray:
+    """The head's scores [len(texts), num_classes] (regression [len(texts)]), in input order."""
+    return classify_texts(run, texts, batching=batching, batch_size=batch_size, max_tokens=max_tokens,
+                          policy=policy)[0]
 
 
 def predict_records(
@@ -285,45 +257,30 @@ def predict_records(
     batching: str = "tokens", max_tokens: int = DEFAULT_MAX_TOKENS, buffer_texts: int = 8192,
     max_length: int | None = None,
 ) -> Iterator[dict[str, Any]]:
-    """One output row per record, in order (the rows of export/infer.py: id, line, label, score,
-    probabilities, truncated, windows with chunking, empty); an empty record's row has label None
-    and "empty": true. Records are consumed `buffer_texts` at a time, so memory stays bounded."""
+    """One output row per record, in order: the rows of `tfm-cls infer` (tfm_cls.runtime.writers:
+    id, line, the head's fields, truncated, windows with chunking, empty); an empty record's row
+    has no prediction and "empty": true. Records holding a second text are classified as pairs.
+    Records are consumed `buffer_texts` at a time, so memory stays bounded."""
+    head = run_head(run)
     policy = policy or run_policy(run)
     encoder = text_encoder(run.tokenizer, policy, max_length)  # a bad policy fails before the first row
     for chunk in chunks(records, buffer_texts):
         full = [r for r in chunk if not r.empty]
-        probs, truncated, windows = classify_texts(
-            run, [r.text for r in full], batching=batching, batch_size=batch_size, max_tokens=max_tokens,
-            encoder=encoder,
-        ) if full else ([], [], [])
-        results = iter(zip(probs, truncated, windows))
+        pairs = [r.pair for r in full] if full and full[0].pair is not None else None
+        logits, truncated, windows = texts_logits(
+            run, [r.text for r in full], pairs, batching=batching, batch_size=batch_size, max_tokens=max_tokens,
+            max_length=max_length, encoder=encoder,
+        ) if full else (np.zeros((0, int(run.model.config["num_classes"])), dtype=np.float32), [], [])
+        scores = head.scores(logits)
+        chosen = head.decide(scores) if full else None
+        results = iter(zip(scores, truncated, windows, *([chosen] if chosen is not None else [])))
         for record in chunk:
             if record.empty:
-                yield prediction_row(record, run.labels, None, False, 0 if policy.chunk else None)
+                yield output_row(record, head, run.labels, None, False, 0 if policy.chunk else None)
             else:
-                p, t, w = next(results)
-                yield prediction_row(record, run.labels, p, t, w if policy.chunk else None)
-
-
-def predict_task_records(
-    run: LoadedRun, records: Iterable[Record], batch_size: int = 64, *, policy: LongText | None = None,
-    batching: str = "tokens", max_tokens: int = DEFAULT_MAX_TOKENS, buffer_texts: int = 8192,
-    max_length: int | None = None,
-) -> Iterator[dict[str, Any]]:
-    """Rows of a multi-label, regression or sentence-pair run (tfm_cls.tasks records: `labels` +
-    `scores`, `value`, or `label` + `score`), one per record, in order; an empty record's row
-    only says `"empty": true`. Records are consumed `buffer_texts` at a time."""
-    head = run_head(run)
-    policy = policy or run_policy(run)
-    for chunk in chunks(records, buffer_texts):
-        full = [r for r in chunk if not r.empty]
-        pairs = [r.pair for r in full] if full and full[0].pair is not None else None
-        logits = predict_task_logits(run, [r.text for r in full], pairs, batch_size, policy=policy,
-                                     batching=batching, max_tokens=max_tokens, max_length=max_length)
-        rows = iter(head.records(logits, run.labels))
-        for record in chunk:
-            base = {"id": record.id, "line": record.line}
-            yield {**base, "empty": True} if record.empty else {**base, **next(rows), "empty": False}
+                score, cut, count, *picked = next(results)
+                yield output_row(record, head, run.labels, score, cut, count if policy.chunk else None,
+                                 picked[0] if picked else None)
 
 
 def write_jsonl(records: Iterator[dict[str, Any]], out: TextIO) -> int:

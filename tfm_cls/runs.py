@@ -18,14 +18,13 @@ runs/<name>/
     last.ckpt                   resumable checkpoint (model, optimizer, RNG, step, sampler position)
     train.log
     model.onnx, model.int8.onnx written by `tfm-cls export` / `quantize`; their metadata holds the
-                                sha256 of model.safetensors they came from (`weights_digest`)
+                                sha256 of model.safetensors they came from (ExportMetadata.weights_sha256)
 """
 
 from __future__ import annotations
 
 import contextlib
 import dataclasses
-import hashlib
 import logging
 from collections.abc import Iterable, Iterator
 from pathlib import Path
@@ -39,13 +38,14 @@ from tfm_cls.checkpoint import load_weights
 from tfm_cls.config import ClassifierConfig, from_dict, load_config, to_dict
 from tfm_cls.errors import ConfigError, RunDirError, TfmClsError
 from tfm_cls.io import read_json
+from tfm_cls.runtime.metadata import WEIGHTS_FILE as METADATA_WEIGHTS_FILE
 from tfm_cls.tokenizer import load_tokenizer
 
 CONFIG_FILE = "config.yaml"
 MODEL_CONFIG_FILE = "model_config.json"
 TOKENIZER_FILE = "tokenizer.json"
 LABELS_FILE = "labels.json"
-WEIGHTS_FILE = "model.safetensors"
+WEIGHTS_FILE = METADATA_WEIGHTS_FILE
 METRICS_FILE = "metrics.json"
 HISTORY_FILE = "history.json"
 REPORT_FILE = "classification_report.txt"
@@ -78,9 +78,6 @@ CLASSIFIER_FILES = (
     HISTORY_FILE, REPORT_FILE, CONFUSION_FILE, CURVES_FILE, LAST_CHECKPOINT, LOG_FILE, CARD_FILE, *DERIVED_FILES,
     PER_LABEL_F1_FILE, SCATTER_FILE, THRESHOLDS_FILE,
 )
-# The ONNX metadata key holding the sha256 of the weights file an export was made from.
-WEIGHTS_DIGEST_KEY = "tfm_cls.weights_sha256"
-
 # Config keys that may differ between a run directory's saved config and a resumed / rerun one:
 # they do not change what is trained (train and pretrain share TrainConfig).
 IGNORED_FOR_IDENTITY = frozenset(
@@ -179,15 +176,6 @@ def prepare_run_dir(
                 logger.warning("%s: removing %s (exported from the earlier weights)", run_dir, name)
                 (run_dir / name).unlink()
     return run_dir
-
-
-def weights_digest(path: str | Path) -> str:
-    """sha256 (hex) of a weights file: the identity of the model an ONNX export came from."""
-    digest = hashlib.sha256()
-    with open(path, "rb") as f:
-        for block in iter(lambda: f.read(1 << 20), b""):
-            digest.update(block)
-    return digest.hexdigest()
 
 
 @contextlib.contextmanager

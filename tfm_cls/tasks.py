@@ -32,21 +32,19 @@ from tfm_cls.metrics import (
     regression_report,
     report_text,
 )
+from tfm_cls.runtime.heads import (
+    MULTI_LABEL,
+    REGRESSION,
+    SINGLE_LABEL,
+    TASK_TYPES,
+    MultiLabel,
+    Regression,
+    SingleLabel,
+)
 
 logger = logging.getLogger(__name__)
 
-SINGLE_LABEL, MULTI_LABEL, REGRESSION = "single_label", "multi_label", "regression"
-TASKS = (SINGLE_LABEL, MULTI_LABEL, REGRESSION)
-THRESHOLDS_FILE = "thresholds.json"  # as tfm_cls.runs.THRESHOLDS_FILE (runs imports no task code)
-
-
-def sigmoid(x: np.ndarray) -> np.ndarray:
-    return 1.0 / (1.0 + np.exp(-np.clip(x, -60.0, 60.0)))
-
-
-def softmax(x: np.ndarray) -> np.ndarray:
-    e = np.exp(x - x.max(axis=-1, keepdims=True))
-    return e / e.sum(axis=-1, keepdims=True)
+TASKS = TASK_TYPES
 
 
 # ---- multi-label decisions ---------------------------------------------------------------------------
@@ -89,40 +87,24 @@ def tune_thresholds(probs: np.ndarray, targets: np.ndarray, mode: str, fixed: fl
     return np.array([best_threshold(probs[:, j], targets[:, j], fixed)[0] for j in range(num_labels)])
 
 
-def decide(probs: np.ndarray, thresholds: np.ndarray, ensure_label: bool) -> np.ndarray:
-    """Multi-hot int predictions [N, C]: probability >= threshold; with `ensure_label` a row
-    with no label over its threshold gets its most probable label."""
-    pred = (probs >= np.asarray(thresholds)[None, :]).astype(np.int64)  # [N, C]
-    if ensure_label and len(pred):
-        empty = pred.sum(axis=1) == 0
-        pred[empty, probs[empty].argmax(axis=1)] = 1
-    return pred
-
-
 # ---- the heads -------------------------------------------------------------------------------------------
 
 
 @dataclasses.dataclass
-class Head:
-    """The single-label head; the other tasks subclass it. Built from a ClassifierConfig by `head_for`."""
+class Head(SingleLabel):
+    """The single-label head; the other tasks subclass it. Built from a ClassifierConfig by `head_for`.
+    Scores, decisions and output rows are the runtime's (tfm_cls.runtime.heads); a training head
+    adds its loss, its metrics and their names, and its report."""
 
-    task: ClassVar[str] = SINGLE_LABEL
     label_smoothing: float = 0.0
     summary_keys: ClassVar[tuple[str, ...]] = ("accuracy", "macro_f1", "loss")
     """The metrics `tfm-cls train` prints and the log line shows."""
     metric_names: ClassVar[tuple[str, ...]] = ("loss", "accuracy", "macro_f1")
     """Validation metrics the engine may select on (train.best_metric)."""
 
-    def num_outputs(self, num_labels: int) -> int:
-        return num_labels
-
     def loss(self, logits: Tensor, targets: Tensor) -> Tensor:
         """logits [B, C], targets [B] -> mean loss []."""
         return F.cross_entropy(logits, targets, label_smoothing=self.label_smoothing)
-
-    def scores(self, logits: np.ndarray) -> np.ndarray:
-        """What users see per output: softmax probabilities [N, C]."""
-        return softmax(logits)
 
     def torch_scores(self, logits: Tensor) -> Tensor:
         """`scores` in torch (the ONNX graph's second output)."""
@@ -135,29 +117,20 @@ class Head:
     def describe(self, m: dict[str, Any]) -> str:
         return f"loss {m['loss']:.4f} accuracy {m['accuracy']:.4f} macro-F1 {m['macro_f1']:.4f}"
 
-    def records(self, logits: np.ndarray, labels: list[str]) -> list[dict[str, Any]]:
-        """One prediction record per row (for `tfm-cls predict`)."""
-        out = []
-        for row in self.scores(logits):
-            best = int(row.argmax())
-            out.append({"label": labels[best], "score": float(row[best]),
-                        "probabilities": {name: float(p) for name, p in zip(labels, row)}})
-        return out
+    def tune(self, logits: np.ndarray, targets: np.ndarray) -> np.ndarray | None:
+        """Fit the decision rule on validation logits and targets (multi-label: thresholds); nothing here."""
+        return None
 
-    def export_metadata(self) -> dict[str, Any]:
-        return {"tfm_cls.head": self.task}
+    def report(self, targets: np.ndarray, logits: np.ndarray, labels: list[str]) -> str:
+        """The text report of a split (scikit-learn's classification report)."""
+        return report_text(targets, logits.argmax(-1), labels)
 
 
 @dataclasses.dataclass
-class MultiLabelHead(Head):
-    task: ClassVar[str] = MULTI_LABEL
+class MultiLabelHead(MultiLabel, Head):
     thresholds_mode: str = "per_label"
-    fixed_threshold: float = 0.5
-    ensure_label: bool = True
     pos_weight: Tensor | None = None
     """[C] weight of each label's positive term in the BCE (None: 1)."""
-    thresholds: np.ndarray | None = None
-    """[C] decision thresholds; None until tuned (then `fixed_threshold` everywhere)."""
     summary_keys: ClassVar[tuple[str, ...]] = ("micro_f1", "macro_f1", "subset_accuracy", "loss")
     metric_names: ClassVar[tuple[str, ...]] = ("loss", "micro_f1", "macro_f1", "subset_accuracy")
 
@@ -165,14 +138,8 @@ class MultiLabelHead(Head):
         weight = None if self.pos_weight is None else self.pos_weight.to(logits.device)
         return F.binary_cross_entropy_with_logits(logits.float(), targets.float(), pos_weight=weight)
 
-    def scores(self, logits: np.ndarray) -> np.ndarray:
-        return sigmoid(logits)
-
     def torch_scores(self, logits: Tensor) -> Tensor:
         return torch.sigmoid(logits)
-
-    def current_thresholds(self, num_labels: int) -> np.ndarray:
-        return self.thresholds if self.thresholds is not None else np.full(num_labels, self.fixed_threshold)
 
     def tune(self, logits: np.ndarray, targets: np.ndarray) -> np.ndarray:
         """Set (and return) the thresholds from validation logits [N, C] and multi-hot targets."""
@@ -180,7 +147,8 @@ class MultiLabelHead(Head):
         return self.thresholds
 
     def predict(self, logits: np.ndarray) -> np.ndarray:
-        return decide(self.scores(logits), self.current_thresholds(logits.shape[1]), self.ensure_label)
+        """Multi-hot int predictions [N, C] of logits."""
+        return self.predicted(self.scores(logits))
 
     def metrics(self, logits: np.ndarray, targets: np.ndarray, labels: list[str]) -> dict[str, Any]:
         loss = self.loss(torch.from_numpy(logits), torch.from_numpy(targets)).item()
@@ -191,41 +159,22 @@ class MultiLabelHead(Head):
         return (f"loss {m['loss']:.4f} micro-F1 {m['micro_f1']:.4f} macro-F1 {m['macro_f1']:.4f} "
                 f"subset accuracy {m['subset_accuracy']:.4f}")
 
-    def records(self, logits: np.ndarray, labels: list[str]) -> list[dict[str, Any]]:
-        probs, pred = self.scores(logits), self.predict(logits)
-        out = []
-        for row, chosen in zip(probs, pred):
-            picked = [j for j in np.argsort(-row, kind="stable") if chosen[j]]
-            out.append({"labels": [labels[j] for j in picked], "scores": [float(row[j]) for j in picked],
-                        "probabilities": {name: float(p) for name, p in zip(labels, row)}})
-        return out
-
-    def export_metadata(self) -> dict[str, Any]:
-        thresholds = self.thresholds if self.thresholds is not None else None
-        return {"tfm_cls.head": self.task, "tfm_cls.ensure_label": self.ensure_label,
-                "tfm_cls.thresholds": None if thresholds is None else [float(t) for t in thresholds],
-                "tfm_cls.fixed_threshold": self.fixed_threshold}
+    def report(self, targets: np.ndarray, logits: np.ndarray, labels: list[str]) -> str:
+        return multi_label_report(targets, self.predict(logits), labels)
 
 
 @dataclasses.dataclass
-class RegressionHead(Head):
-    task: ClassVar[str] = REGRESSION
+class RegressionHead(Regression, Head):
     loss_name: str = "mse"
     huber_delta: float = 1.0
     summary_keys: ClassVar[tuple[str, ...]] = ("pearson", "spearman", "mse", "loss")
     metric_names: ClassVar[tuple[str, ...]] = ("loss", "pearson", "spearman", "mse")
-
-    def num_outputs(self, num_labels: int) -> int:
-        return 1
 
     def loss(self, logits: Tensor, targets: Tensor) -> Tensor:
         value = logits.float()[:, 0]  # [B]
         if self.loss_name == "huber":
             return F.huber_loss(value, targets.float(), delta=self.huber_delta)
         return F.mse_loss(value, targets.float())
-
-    def scores(self, logits: np.ndarray) -> np.ndarray:
-        return logits[:, 0]
 
     def torch_scores(self, logits: Tensor) -> Tensor:
         return logits[:, 0]
@@ -237,8 +186,8 @@ class RegressionHead(Head):
     def describe(self, m: dict[str, Any]) -> str:
         return f"loss {m['loss']:.4f} Pearson {m['pearson']:.4f} Spearman {m['spearman']:.4f} MSE {m['mse']:.4f}"
 
-    def records(self, logits: np.ndarray, labels: list[str]) -> list[dict[str, Any]]:
-        return [{"value": float(v)} for v in logits[:, 0]]
+    def report(self, targets: np.ndarray, logits: np.ndarray, labels: list[str]) -> str:
+        return regression_report(targets, self.scores(logits))
 
 
 HEAD_TYPES: dict[str, type[Head]] = {SINGLE_LABEL: Head, MULTI_LABEL: MultiLabelHead, REGRESSION: RegressionHead}
@@ -274,8 +223,4 @@ def head_for(cfg: Any, train_targets: np.ndarray | None = None, thresholds: np.n
 
 def task_report(head: Head, targets: np.ndarray, logits: np.ndarray, labels: list[str]) -> str:
     """The text report of a split (sklearn's classification report; regression: its metrics)."""
-    if isinstance(head, MultiLabelHead):
-        return multi_label_report(targets, head.predict(logits), labels)
-    if isinstance(head, RegressionHead):
-        return regression_report(targets, head.scores(logits))
-    return report_text(targets, logits.argmax(-1), labels)
+    return head.report(targets, logits, labels)

@@ -18,9 +18,9 @@ import numpy as np
 from tokenizers import Tokenizer, decoders, models, normalizers, pre_tokenizers, processors, trainers
 
 from tfm_cls.config import TokenizerConfig
-from tfm_cls.errors import ConfigError, InputError, RunDirError
-from tfm_cls.export.infer import InferenceError, LongText, TextEncoder
+from tfm_cls.errors import ConfigError, InferenceError, InputError, RunDirError
 from tfm_cls.io import atomic_path
+from tfm_cls.runtime.text import LongText, TextEncoder
 
 logger = logging.getLogger(__name__)
 

@@ -40,7 +40,7 @@ from tfm_cls.metrics import confusion, report_text
 from tfm_cls.plots import plot_confusion_matrix, plot_training_curves
 from tfm_cls.precision import Precision
 from tfm_cls.predict import evaluate
-from tfm_cls.tasks import MULTI_LABEL, REGRESSION, SINGLE_LABEL, THRESHOLDS_FILE, head_for
+from tfm_cls.tasks import MULTI_LABEL, REGRESSION, SINGLE_LABEL, head_for
 from tfm_cls.tensorboard import TensorBoardSink
 from tfm_cls.tokenizer import (
     PAD_ID,
@@ -379,7 +379,7 @@ def finish_task_run(
         write_json(run_dir / R.METRICS_FILE, metrics)
         write_json(run_dir / R.HISTORY_FILE, state.history)
         if head.task == MULTI_LABEL:
-            write_json(run_dir / THRESHOLDS_FILE, dict(zip(data.labels, map(float, head.current_thresholds(len(data.labels))))))
+            write_json(run_dir / R.THRESHOLDS_FILE, dict(zip(data.labels, map(float, head.current_thresholds(len(data.labels))))))
         if test is not None and head.task == MULTI_LABEL:
             write_text(run_dir / R.REPORT_FILE, multi_label_report(test.labels, head.predict(test_logits), data.labels))
             plot_per_label_f1(results["test"]["per_label"], run_dir / R.PER_LABEL_F1_FILE)

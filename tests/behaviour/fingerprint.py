@@ -21,6 +21,10 @@ restructure (the first five came out unchanged there), and go through the comman
   of META_VALUES (tfm_cls.version, torch.version, the weights digest etc. may differ for no
   behavioural reason).
 
+One deliberate change since: the heads restructure gave `tfm-cls predict` the rows of `tfm-cls
+infer` for every head (before, multi-label, regression and pair runs printed unrounded rows
+without "truncated"), so the `predict` hashes of those four runs are their recorded `infer` hashes.
+
 Left out as not deterministic: the TIMING_KEYS of every JSON (timing, throughput, device) and
 the path of the temporary folder (written as <work>).
 

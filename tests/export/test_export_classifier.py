@@ -12,7 +12,7 @@ import pytest
 import torch
 from export_testkit import LABELS, MAX_LENGTH, tiny_classifier
 from onnx import numpy_helper
-from tfm_cls.export import infer, spec
+from tfm_cls.export import spec
 from tfm_cls.export.exporter import export_classifier
 from tfm_cls.export.verify import VerificationError, verify
 from tokenizers import Tokenizer
@@ -42,14 +42,15 @@ def test_export_and_verify_each_pooling_and_norm(pooling, norm_first, fuse, tmp_
     report = verify(model, path)
     assert report.ok
     names = [c.name for c in report.checks]
-    assert names[:2] == ["names", "dynamic axes"]
+    assert names[:3] == ["metadata", "names", "dynamic axes"]
     assert "values (CPU)" in names and "output shapes (CPU)" in names
 
 
 def test_verify_passes_and_reports_every_stage(classifier, classifier_onnx):
     report = verify(classifier, classifier_onnx)
     by_name = {c.name: c for c in report.checks}
-    assert all(by_name[n].status == "ok" for n in ("names", "dynamic axes", "output shapes (CPU)", "values (CPU)"))
+    assert all(by_name[n].status == "ok"
+               for n in ("metadata", "names", "dynamic axes", "output shapes (CPU)", "values (CPU)"))
     assert 0.0 < report.worst_diff <= 1e-4
     if "CUDAExecutionProvider" not in ort.get_available_providers() or not torch.cuda.is_available():
         assert by_name["CUDA"].status == "skip" and "skipped" in by_name["CUDA"].detail
@@ -87,9 +88,8 @@ def test_single_self_contained_file(classifier_onnx):
 
 def test_metadata_is_enough_to_deploy(classifier, classifier_onnx, tokenizer):
     meta = {p.key: p.value for p in onnx.load(str(classifier_onnx)).metadata_props}
-    assert meta[spec.FORMAT_KEY] == spec.FORMAT_VERSION == infer.FORMAT_VERSION
-    assert spec.FORMAT_KEY == infer.FORMAT_KEY
-    assert meta[spec.TASK_KEY] == "text-classification" == infer.TASK
+    assert meta[spec.FORMAT_KEY] == spec.FORMAT_VERSION
+    assert meta[spec.TASK_KEY] == "text-classification"
     assert json.loads(meta["tfm_cls.labels"]) == LABELS
     assert int(meta["tfm_cls.max_length"]) == MAX_LENGTH
     assert json.loads(meta["tfm_cls.model_config"]) == classifier.config

@@ -5,7 +5,6 @@ from __future__ import annotations
 import csv
 import json
 import os
-import shutil
 import subprocess
 import sys
 from pathlib import Path
@@ -197,17 +196,14 @@ def test_guard_really_blocks(tmp_path):
     assert (tmp_path / "blocked_imports.log").read_text().split() == ["torch", "tfm_cls"]
 
 
-def test_infer_script_runs_alone_without_torch_or_tfm_cls(classifier_onnx, tmp_path):
-    """A copy of export/infer.py in a folder of its own, with torch and tfm_cls unimportable: it
-    needs only onnxruntime, tokenizers and numpy."""
-    alone = tmp_path / "deploy"
-    alone.mkdir()
-    shutil.copy(INFER, alone / "infer.py")
-    env = _guarded_env(tmp_path, "torch,tfm_cls")
+def test_infer_runs_where_torch_cannot_be_imported(classifier_onnx, tmp_path):
+    """export/infer.py over the runtime package (tfm_cls.runtime), in a process where importing
+    torch fails: it needs only onnxruntime, tokenizers and numpy."""
+    env = _guarded_env(tmp_path, "torch")
     proc = subprocess.run(
-        [sys.executable, "infer.py", "--model", str(classifier_onnx), "--no-progress"],
+        [sys.executable, str(INFER), "--model", str(classifier_onnx), "--no-progress"],
         input="\n".join(TEXTS[:5]) + "\n",
-        cwd=alone,
+        cwd=tmp_path,
         env=env,
         capture_output=True,
         text=True,
@@ -221,7 +217,9 @@ def test_infer_script_runs_alone_without_torch_or_tfm_cls(classifier_onnx, tmp_p
 
 def test_quantize_code_path_is_torch_free_too(tmp_path):
     env = _guarded_env(tmp_path)
-    code = "import tfm_cls.export, tfm_cls.export.quantize, tfm_cls.export.infer, tfm_cls.export.seq2seq, tfm_cls.export.spec"
+    code = ("import tfm_cls.export, tfm_cls.export.quantize, tfm_cls.export.infer, tfm_cls.export.seq2seq, "
+            "tfm_cls.export.spec, tfm_cls.runtime.classifier, tfm_cls.runtime.heads, tfm_cls.runtime.metadata, "
+            "tfm_cls.runtime.readers, tfm_cls.runtime.writers, tfm_cls.runtime.text, tfm_cls.runtime.batching")
     proc = subprocess.run([sys.executable, "-c", code], env=env, cwd=tmp_path, capture_output=True, text=True, timeout=120)
     assert proc.returncode == 0, proc.stderr
     assert not (tmp_path / "blocked_imports.log").exists()

@@ -11,9 +11,9 @@ import pytest
 from export_testkit import LABELS, TEXTS
 from onnx import numpy_helper
 from tfm_cls.export import quantize
-from tfm_cls.export.infer import Classifier
 
 from tfm_cls.cli import main
+from tfm_cls.runtime.classifier import Classifier
 
 
 @pytest.fixture(scope="module")

@@ -9,7 +9,6 @@ from pathlib import Path
 import pytest
 import torch
 from tfm_cls.export.exporter import export_classifier
-from tfm_cls.export.infer import LONG_TEXT_KEY
 
 from tfm_cls.config import TokenizerConfig
 from tfm_cls.model import TransformerClassifier
@@ -39,5 +38,5 @@ def chunked_onnx(model, tokenizer, tmp_path_factory):
     path = tmp_path_factory.mktemp("chunked") / "model.onnx"
     policy = long_text_of(make_run(model, tokenizer, chunk=True, stride=3).config.tokenizer)
     export_classifier(model, path, tokenizer=tokenizer, labels=LABELS, max_length=MAX_LENGTH,
-                      extra={LONG_TEXT_KEY: policy.to_json()})
+                      long_text=policy)
     return path

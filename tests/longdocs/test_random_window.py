@@ -10,11 +10,11 @@ import numpy as np
 import pytest
 import torch
 from longdocs_kit import LABELS, MAX_LENGTH, WORDS, texts
-from tfm_cls.export.infer import LongText, TextEncoder
 
 from tfm_cls.batching import tokenize_splits, window_rows
 from tfm_cls.config import ClassifierConfig, load_config
 from tfm_cls.errors import ConfigError
+from tfm_cls.runtime.text import LongText, TextEncoder
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "train"))
 

@@ -4,7 +4,6 @@ and the int8 gate on the task's own metric."""
 
 import csv
 import json
-import shutil
 import subprocess
 import sys
 from pathlib import Path
@@ -19,8 +18,8 @@ from tfm_cls.export.quantize import quantize_and_evaluate
 from tfm_cls.export.verify import verify
 
 from tfm_cls import runs as R
-from tfm_cls.predict import predict_task_logits, run_head
-from tfm_cls.tasks import sigmoid, softmax
+from tfm_cls.predict import run_head, texts_logits
+from tfm_cls.runtime.heads import sigmoid, softmax
 
 
 @pytest.fixture(scope="session")
@@ -64,19 +63,17 @@ def test_the_onnx_graph_uses_the_token_types(exported):
     real = session.run(["logits"], feeds)[0]
     zeros = session.run(["logits"], {**feeds, "token_type_ids": np.zeros_like(feeds["token_type_ids"])})[0]
     assert not np.allclose(real, zeros)
-    assert np.allclose(real, predict_task_logits(loaded, ["cat dog"], ["soup rice"]), atol=1e-4)
+    assert np.allclose(real, texts_logits(loaded, ["cat dog"], ["soup rice"])[0], atol=1e-4)
 
 
 def _standalone(tmp_path: Path) -> Path:
-    """infer.py copied alone into an empty folder: it must run as a single file."""
-    folder = tmp_path / "standalone"
-    folder.mkdir(exist_ok=True)
-    return Path(shutil.copy(infer.__file__, folder / "infer.py"))
+    """export/infer.py, the command line over the torch-free runtime, run as a script."""
+    return Path(infer.__file__)
 
 
 def _infer(script: Path, *args: str) -> subprocess.CompletedProcess:
     return subprocess.run([sys.executable, str(script), *args, "--no-progress"], capture_output=True, text=True,
-                          timeout=120, cwd=script.parent)
+                          timeout=120)
 
 
 def test_infer_pairs_from_jsonl_fields_and_tsv_columns_in_input_order(exported, tmp_path):
@@ -88,7 +85,7 @@ def test_infer_pairs_from_jsonl_fields_and_tsv_columns_in_input_order(exported, 
         writer.writerow(["a", "b"])
         writer.writerows(pairs)
     script = _standalone(tmp_path)
-    expected = predict_task_logits(R.load_run(run), [a for a, _ in pairs], [b for _, b in pairs])[:, 0]
+    expected = texts_logits(R.load_run(run), [a for a, _ in pairs], [b for _, b in pairs])[0][:, 0]
     for source, ids in (("in.jsonl", [f"r{i}" for i in range(4)]), ("in.tsv", ["1", "2", "3", "4"])):
         out = tmp_path / f"{source}.out.jsonl"
         proc = _infer(script, "--model", str(path), "--input", str(tmp_path / source), "--text-field", "a",
@@ -107,13 +104,15 @@ def test_infer_multi_label_rows_list_every_label_over_its_threshold(exported, tm
     assert proc.returncode == 0, proc.stderr
     rows = [json.loads(line) for line in proc.stdout.splitlines()]
     loaded = R.load_run(run)
-    probs = sigmoid(predict_task_logits(loaded, texts))
+    probs = sigmoid(texts_logits(loaded, texts)[0])
     thresholds = np.array(loaded.thresholds)
     for row, p in zip(rows, probs):
         over = [T.TOPICS[j] for j in np.argsort(-p) if p[j] >= thresholds[j]] or [T.TOPICS[int(p.argmax())]]
         assert row["labels"] == over
         assert row["scores"] == pytest.approx([p[T.TOPICS.index(n)] for n in over], abs=1e-4)
-    assert run_head(loaded).records(np.log(probs / (1 - probs)), loaded.labels)[1]["labels"] == rows[1]["labels"]
+    head = run_head(loaded)
+    scores = head.scores(np.log(probs / (1 - probs)))
+    assert head.fields(scores[1], head.decide(scores)[1], loaded.labels)["labels"] == rows[1]["labels"]
 
 
 def test_infer_single_label_pairs_match_torch(exported, tmp_path):
@@ -122,7 +121,7 @@ def test_infer_single_label_pairs_match_torch(exported, tmp_path):
     proc = _infer(_standalone(tmp_path), "--model", str(path), "--input", str(tmp_path / "in.jsonl"))
     assert proc.returncode == 0, proc.stderr
     rows = [json.loads(line) for line in proc.stdout.splitlines()]
-    probs = softmax(predict_task_logits(R.load_run(run), ["cat", "golf"], ["dog", "rice"]))
+    probs = softmax(texts_logits(R.load_run(run), ["cat", "golf"], ["dog", "rice"])[0])
     assert np.allclose([list(r["probabilities"].values()) for r in rows], probs, atol=1e-4)
 
 
@@ -165,12 +164,12 @@ def test_int8_gate_uses_the_tasks_own_metric(exported, ml_data, pair_data, tmp_p
 
 
 def test_int8_gate_data_with_invalid_utf8_names_the_line(exported, ml_data, tmp_path):
-    from tfm_cls.export.infer import InferenceError
+    from tfm_cls.errors import QuantizeError
 
     bad = tmp_path / "bad.jsonl"
     lines = (ml_data / "test.jsonl").read_bytes().splitlines(keepends=True)
     bad.write_bytes(b"".join(lines[:2]) + b'{"text": "caf\xe9", "labels": [0]}\n' + b"".join(lines[2:]))
-    with pytest.raises(InferenceError, match=r"bad.jsonl, line 3: invalid UTF-8"):
+    with pytest.raises(QuantizeError, match=r"bad.jsonl, line 3: invalid UTF-8"):
         quantize_and_evaluate(exported["multi_label"][1], bad, tmp_path / "m.int8.onnx", threshold=100.0,
                               label_field="labels")
     assert not (tmp_path / "m.int8.onnx").exists()

@@ -8,7 +8,8 @@ from sklearn.metrics import accuracy_score, f1_score, precision_recall_fscore_su
 
 from tfm_cls.config import TASK_METRICS
 from tfm_cls.metrics import HIGHER_IS_BETTER, multi_label_metrics, regression_metrics
-from tfm_cls.tasks import HEAD_TYPES, best_threshold, decide, positive_weights, tune_thresholds
+from tfm_cls.runtime.heads import MultiLabel
+from tfm_cls.tasks import HEAD_TYPES, best_threshold, positive_weights, tune_thresholds
 
 
 def _f1_at(scores, targets, threshold):
@@ -64,8 +65,8 @@ def test_global_threshold_maximises_micro_f1_and_fixed_is_fixed():
 def test_decide_gives_a_row_without_labels_its_top_label_unless_told_otherwise():
     probs = np.array([[0.9, 0.2, 0.6], [0.1, 0.3, 0.2], [0.4, 0.45, 0.1]])
     thresholds = np.array([0.5, 0.5, 0.5])
-    assert decide(probs, thresholds, True).tolist() == [[1, 0, 1], [0, 1, 0], [0, 1, 0]]
-    assert decide(probs, thresholds, False).tolist() == [[1, 0, 1], [0, 0, 0], [0, 0, 0]]
+    assert MultiLabel(thresholds=thresholds).predicted(probs).tolist() == [[1, 0, 1], [0, 1, 0], [0, 1, 0]]
+    assert MultiLabel(thresholds=thresholds, ensure_label=False).predicted(probs).tolist() == [[1, 0, 1], [0, 0, 0], [0, 0, 0]]
 
 
 def test_multi_label_metrics_equal_sklearn():

@@ -12,7 +12,7 @@ from safetensors.torch import load_file
 from tfm_cls import runs as R
 from tfm_cls.config import ClassifierConfig, load_config
 from tfm_cls.model import TransformerClassifier
-from tfm_cls.predict import predict_task_logits, run_head
+from tfm_cls.predict import run_head, texts_logits
 from tfm_cls.train import train
 
 
@@ -58,7 +58,7 @@ def test_token_types_reach_the_model_in_training_and_prediction(pair_data, tmp_p
     assert all(set(t.unique().tolist()) <= {0, 1} for t in seen) and any((t == 1).any() for t in seen)
     loaded = R.load_run(run)
     seen.clear()
-    logits = predict_task_logits(loaded, ["cat dog"], ["soup rice"])
+    logits = texts_logits(loaded, ["cat dog"], ["soup rice"])[0]
     assert seen[0].tolist() == [[0, 0, 0, 0, 1, 1, 1]]  # [CLS] cat dog [SEP] soup rice [SEP]
     # The second segment matters: the same tokens with other types give other outputs.
     tok = loaded.tokenizer.encode("cat dog", "soup rice")
@@ -72,10 +72,12 @@ def test_predictions_are_in_input_order_and_match_the_run(ml_run, pair_data):
     run, _ = ml_run
     loaded = R.load_run(run)
     texts = ["golf tennis", "cat", "bread with some soup and a tiger", "chess"]
-    logits = predict_task_logits(loaded, texts)
+    logits = texts_logits(loaded, texts)[0]
     for i, text in enumerate(texts):  # one at a time: no batching, no sorting
-        assert np.allclose(predict_task_logits(loaded, [text]), logits[i], atol=1e-5)
-    records = run_head(loaded).records(logits, loaded.labels)
+        assert np.allclose(texts_logits(loaded, [text])[0], logits[i], atol=1e-5)
+    head = run_head(loaded)
+    scores = head.scores(logits)
+    records = [head.fields(s, c, loaded.labels) for s, c in zip(scores, head.decide(scores))]
     assert records[0]["labels"] == ["sports"] and records[1]["labels"] == ["animals"]
     assert set(records[2]["labels"]) == {"food", "animals"}
     assert records[2]["scores"] == sorted(records[2]["scores"], reverse=True)
@@ -118,7 +120,7 @@ def test_cli_predict_pairs_writes_one_row_per_input_line(reg_run, tmp_path):
     assert main(["predict", "--run", str(run), "--input", str(tmp_path / "in.jsonl"), "--text-field", "first",
                  "--output", str(tmp_path / "out.jsonl")]) == 0
     out = [json.loads(line) for line in (tmp_path / "out.jsonl").read_text().splitlines()]
-    expected = predict_task_logits(R.load_run(run), [r["first"] for r in rows], [r["second"] for r in rows])[:, 0]
+    expected = texts_logits(R.load_run(run), [r["first"] for r in rows], [r["second"] for r in rows])[0][:, 0]
     assert [o["value"] for o in out] == pytest.approx(expected.tolist(), abs=1e-6)
     T.write_jsonl(tmp_path / "bad.jsonl", [rows[0], {"first": "golf"}])
     assert main(["predict", "--run", str(run), "--input", str(tmp_path / "bad.jsonl"), "--text-field", "first"]) == 2
@@ -139,5 +141,5 @@ def test_cli_eval_reports_the_tasks_metrics(ml_run, reg_run, tmp_path):
                          {"first": "rice", "second": "bread", "score": 4.0}])
     assert main(["eval", "--run", str(run), "--data", str(data), "--output", str(out)]) == 0
     got = json.loads(out.read_text())
-    values = predict_task_logits(R.load_run(run), ["cat", "golf", "rice"], ["dog", "soup", "bread"])[:, 0]
+    values = texts_logits(R.load_run(run), ["cat", "golf", "rice"], ["dog", "soup", "bread"])[0][:, 0]
     assert got["examples"] == 3 and got["mse"] == pytest.approx(float(np.mean((values - [5.0, 1.0, 4.0]) ** 2)), abs=1e-5)

@@ -42,10 +42,10 @@ from tfm_cls.distill.teacher import Teacher, open_teacher
 from tfm_cls.distill.transfer import TransferSet, build_pair_transfer_set, build_transfer_set, gold_mask
 from tfm_cls.engine import Engine, job, seed_everything, start_process
 from tfm_cls.errors import ConfigError, RunDirError, TeacherError
-from tfm_cls.export.infer import LongText
 from tfm_cls.io import read_json, write_json
 from tfm_cls.precision import Precision
 from tfm_cls.pretrain.corpus import assemble_corpus, load_extra_texts
+from tfm_cls.runtime.text import LongText
 from tfm_cls.tasks import REGRESSION, SINGLE_LABEL
 from tfm_cls.tensorboard import TensorBoardSink
 from tfm_cls.tokenizer import (

@@ -22,7 +22,8 @@ from tfm_cls import runs as R
 from tfm_cls.batching import pair_truncation
 from tfm_cls.config import ClassifierConfig, load_config
 from tfm_cls.errors import ConfigError, RunDirError, TeacherError
-from tfm_cls.export.infer import file_sha256, pad_batch, pad_types  # the hash verify-onnx checks exports by
+from tfm_cls.io import file_sha256  # the hash verify-onnx checks exports by
+from tfm_cls.runtime.batching import pad_batch, pad_types
 
 logger = logging.getLogger(__name__)
 
@@ -213,7 +214,8 @@ class OnnxTeacher:
     kind = "onnx"
 
     def __init__(self, path: Path, threads: int | None = None) -> None:
-        from tfm_cls.export.infer import Classifier, InferenceError
+        from tfm_cls.errors import InferenceError
+        from tfm_cls.runtime.classifier import Classifier
 
         self.path = self.weights_file = path
         self.threads = threads
@@ -224,7 +226,7 @@ class OnnxTeacher:
         if "logits" not in self.classifier.output_names:
             raise TeacherError(f"teacher.path={path}: the ONNX graph has no `logits` output")
         self.labels = self.classifier.labels
-        self.head, self.pair = self.classifier.head, self.classifier.pair
+        self.head, self.pair = self.classifier.head.task, self.classifier.pair
         self.sha256 = file_sha256(path)
 
     def tokenizer(self) -> Tokenizer:

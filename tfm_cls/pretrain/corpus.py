@@ -24,9 +24,13 @@ from typing import Any
 import numpy as np
 
 from tfm_cls.data import load_data
-from tfm_cls.errors import ConfigError, CorpusError
-from tfm_cls.export.infer import InferenceError, Stats, decoded_lines  # the one line reader
+from tfm_cls.errors import (
+    ConfigError,
+    CorpusError,
+    InferenceError,  # the one line reader
+)
 from tfm_cls.pretrain.config import ExtraTextConfig, PretrainConfig
+from tfm_cls.runtime.readers import Stats, decoded_lines
 
 logger = logging.getLogger(__name__)
 
