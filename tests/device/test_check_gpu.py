@@ -1,25 +1,17 @@
-"""benchmarks/check_gpu.py on CPU: its refusals without a GPU, its pieces, and (slow) the whole dry run."""
+"""tests/device/check_gpu.py (`make check-gpu`) on CPU: its refusals without a GPU, its pieces, and (slow) the whole dry run."""
 
-import importlib.util
 import json
-import sys
-from pathlib import Path
 
+import check_gpu  # the script beside this file (pytest collects only test_*.py)
 import numpy as np
 import pytest
 import torch
-from ddp_tiny import write_data
-
-_PATH = Path(__file__).resolve().parents[2] / "benchmarks" / "check_gpu.py"
-_spec = importlib.util.spec_from_file_location("check_gpu", _PATH)
-check_gpu = importlib.util.module_from_spec(_spec)
-sys.modules["check_gpu"] = check_gpu
-_spec.loader.exec_module(check_gpu)
+from tiny_topics import write_topic_data
 
 
 @pytest.fixture
 def data_root(tmp_path):
-    write_data(tmp_path / "data" / "tiny")
+    write_topic_data(tmp_path / "data" / "tiny", (48, 33, 29))  # the dry run's test split: 29 texts
     return tmp_path / "data"
 
 
