@@ -125,11 +125,32 @@ def test_a_listed_cuda_provider_that_falls_back_to_cpu_counts_as_missing(monkeyp
         check_gpu.preflight(dry_run=False, torch_only=False)
 
 
-def test_torch_only_needs_no_cuda_provider(monkeypatch):
+def test_torch_only_needs_no_cuda_provider(monkeypatch, data_root, tmp_path):
+    # A GPU, and an onnxruntime without CUDA: --torch-only must neither refuse nor try to start
+    # the CUDA provider, and every onnxruntime step it plans runs on the CPU provider.
     _fake_gpu(monkeypatch, ["CPUExecutionProvider"])
-    info = check_gpu.preflight(dry_run=False, torch_only=True)
-    assert info["gpu"] == "Fake GPU" and info["gpu_capability"] == [9, 0]
-    plan = check_gpu.make_plan(check_gpu.argparse.Namespace(cpu_dry_run=False, torch_only=True, minutes=2.0, repeats=5))
-    assert (plan.device, plan.verify_providers) == ("cuda", ["CPUExecutionProvider"])
+
+    def no_cuda_probe():
+        raise AssertionError("--torch-only started onnxruntime's CUDA provider")
+
+    planned = []
+
+    def run_all(plan, data_dir, work_dir, max_train_samples, info):
+        planned.append(plan)
+        return {"plan": {"dry_run": plan.dry_run}, "attention": {}, "verify": {}, "timing": []}
+
+    monkeypatch.setattr(check_gpu, "_start_cuda_provider", no_cuda_probe)
+    monkeypatch.setattr(check_gpu, "run_all", run_all)
+    args = ["--data-root", str(data_root), "--dataset", "tiny", "--output", str(tmp_path / "out.json")]
+    assert check_gpu.main([*args, "--torch-only"]) == 0
+    (plan,) = planned
+    assert (plan.dry_run, plan.device, plan.train_precision) == (False, "cuda", "bf16")
+    assert plan.ort_provider == "CPUExecutionProvider" and plan.verify_providers == ["CPUExecutionProvider"]
+
+    # Without --torch-only the same machine is refused before anything runs, naming the way out.
+    with pytest.raises(check_gpu.CheckError, match=r"has no CUDAExecutionProvider .*--torch-only"):
+        check_gpu.preflight(dry_run=False, torch_only=False)
+    assert check_gpu.main(args) == 2 and len(planned) == 1
     plan = check_gpu.make_plan(check_gpu.argparse.Namespace(cpu_dry_run=False, torch_only=False, minutes=2.0, repeats=5))
+    assert plan.ort_provider == "CUDAExecutionProvider"
     assert plan.verify_providers == ["CPUExecutionProvider", "CUDAExecutionProvider"]
