@@ -87,8 +87,7 @@ def test_single_self_contained_file(classifier_onnx):
 
 def test_metadata_is_enough_to_deploy(classifier, classifier_onnx, tokenizer):
     meta = {p.key: p.value for p in onnx.load(str(classifier_onnx)).metadata_props}
-    assert meta[spec.FORMAT_KEY] == spec.FORMAT_VERSION == infer.FORMAT_VERSION
-    assert spec.FORMAT_KEY == infer.FORMAT_KEY
+    assert meta[spec.FORMAT_KEY] == spec.FORMAT_VERSION
     assert meta[spec.TASK_KEY] == "text-classification" == infer.TASK
     assert json.loads(meta["tfm_cls.labels"]) == LABELS
     assert int(meta["tfm_cls.max_length"]) == MAX_LENGTH
@@ -100,6 +99,34 @@ def test_metadata_is_enough_to_deploy(classifier, classifier_onnx, tokenizer):
     restored = Tokenizer.from_str(meta["tfm_cls.tokenizer"])
     text = "the music is lovely but the plot drags"
     assert restored.encode(text).ids == tokenizer.encode(text).ids
+
+
+def _with_format_marker(src, dst, marker: str | None):
+    """A copy of the export whose format marker is `marker` (None: no marker at all)."""
+    model = onnx.load(str(src))
+    meta = {p.key: p.value for p in model.metadata_props if p.key != spec.FORMAT_KEY}
+    onnx.helper.set_model_props(model, meta if marker is None else {**meta, spec.FORMAT_KEY: marker})
+    onnx.save(model, str(dst))
+    return dst
+
+
+def test_inference_accepts_the_exported_format_marker_and_no_other(classifier_onnx, tmp_path, capsys):
+    src = tmp_path / "in.txt"
+    src.write_text("the music is lovely\n")
+    assert infer.Classifier(str(classifier_onnx)).labels == LABELS
+    assert infer.main(["--model", str(classifier_onnx), "--input", str(src), "--output", str(tmp_path / "out.jsonl"),
+                       "--no-progress"]) == 0
+    capsys.readouterr()
+    for name, marker in (("older.onnx", "tfm_cls-onnx/0"), ("unmarked.onnx", None)):
+        copy = _with_format_marker(classifier_onnx, tmp_path / name, marker)
+        with pytest.raises(infer.InferenceError) as refused:
+            infer.Classifier(str(copy))
+        assert repr(spec.FORMAT_KEY) in str(refused.value)
+        assert infer.main(["--model", str(copy), "--input", str(src), "--no-progress"]) == 2
+        err = capsys.readouterr().err
+        assert err.startswith("error: ") and len(err.splitlines()) == 1, err
+        assert f"{copy} is not a tfm_cls model" in err and repr(spec.FORMAT_KEY) in err
+        assert repr(marker or "no such key") in err  # what it found instead
 
 
 def _tampered_copy(src, dst, name_part: str, delta: float) -> str:
