@@ -1,7 +1,13 @@
-"""Test-wide setup: no network, and every cache under a temporary folder (no writes elsewhere)."""
+"""Test-wide setup: no network, every cache under a temporary folder (no writes elsewhere), and
+tests/ on sys.path so that every folder imports the shared helpers (tiny_topics.py) by name."""
 
 import os
+import sys
 import tempfile
+from pathlib import Path
+
+if str(Path(__file__).parent) not in sys.path:
+    sys.path.insert(0, str(Path(__file__).parent))
 
 _CACHE = tempfile.mkdtemp(prefix="tfm_cls_test_cache_")
 os.environ["HF_HOME"] = os.path.join(_CACHE, "hf")

@@ -1,27 +1,16 @@
 """A tiny teacher (a from-scratch classification run on synthetic data) and tiny distillation configs."""
 
-import json
 import random
-import sys
 from pathlib import Path
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "train"))
+from tiny_topics import TINY, tiny_config, write_topic_data
 
-from train_tiny import CLASSES, make_texts, tiny_config, write_jsonl  # noqa: E402
-
-from tfm_cls.config import load_config  # noqa: E402
-from tfm_cls.distill import DistillConfig  # noqa: E402
-
-__all__ = ["CLASSES", "make_texts", "write_jsonl", "write_data", "train_teacher", "distill_config", "TINY_STUDENT"]
+from tfm_cls.config import load_config
+from tfm_cls.distill import DistillConfig
 
 
 def write_data(folder: Path, n_train: int = 120, seed: int = 0) -> Path:
-    folder.mkdir(parents=True, exist_ok=True)
-    write_jsonl(folder / "train.jsonl", make_texts(n_train, seed))
-    write_jsonl(folder / "validation.jsonl", make_texts(30, seed + 1))
-    write_jsonl(folder / "test.jsonl", make_texts(30, seed + 2))
-    (folder / "labels.json").write_text(json.dumps(CLASSES))
-    return folder
+    return write_topic_data(folder, (n_train, 30, 30), seed)
 
 
 def train_teacher(data: Path, run_dir: Path, *extra: str) -> Path:
@@ -32,15 +21,9 @@ def train_teacher(data: Path, run_dir: Path, *extra: str) -> Path:
     return run_dir
 
 
+# The tiny classifier's settings, with fewer and larger batches, on a transfer set of 3 copies.
 TINY_STUDENT = [
-    "name=tiny-distill", "seed=0",
-    "tokenizer.vocab_size=120", "tokenizer.min_frequency=1", "tokenizer.max_length=16",
-    "model.d_model=16", "model.nhead=2", "model.num_layers=1", "model.dim_feedforward=32",
-    "model.max_len=32", "model.dropout=0.1",
-    "transfer.copies=3",
-    "train.epochs=2", "train.batch_size=16", "train.eval_batch_size=16", "train.lr=1e-2",
-    "train.warmup_steps=5", "train.progress=false", "train.num_threads=1", "train.log_every=5",
-    "teacher.chunk_size=64",
+    *TINY, "name=tiny-distill", "train.epochs=2", "train.batch_size=16", "transfer.copies=3", "teacher.chunk_size=64",
 ]
 
 

@@ -162,7 +162,7 @@ def test_feature_hint_run_caches_the_pooled_vectors_and_trains_the_student(tmp_p
 def test_teacher_changed_is_refused_on_resume(tmp_path, tiny_data):
     teacher = train_teacher(tiny_data, tmp_path / "teacher")
     distill(distill_config(tiny_data, teacher, tmp_path / "run", "train.epochs=1"))
-    from train_tiny import tiny_config
+    from tiny_topics import tiny_config
 
     from tfm_cls.train import train
 

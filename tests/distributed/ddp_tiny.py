@@ -5,20 +5,14 @@ from __future__ import annotations
 import contextlib
 import json
 import os
-import random
 import signal
 import subprocess
 import sys
 import time
 from pathlib import Path
 
-CLASSES = ["animals", "food", "sports"]
-WORDS = {
-    "animals": ["cat", "dog", "horse", "tiger", "bird", "fish"],
-    "food": ["bread", "apple", "cheese", "pasta", "soup", "rice"],
-    "sports": ["tennis", "soccer", "golf", "rugby", "boxing", "chess"],
-}
-FILLER = ["the", "a", "some", "very", "really", "about", "and", "with"]
+from tiny_topics import write_topic_data
+
 # 48 training texts = 6 global batches of 8: each rank's half-batch has exactly 4 examples, so
 # DDP's mean of per-rank mean losses is the single process's mean loss. Validation and test sizes
 # are odd, and 33 with a global evaluation batch of 16 leaves one rank an empty last part.
@@ -34,24 +28,8 @@ TINY = [
 ]
 
 
-def make_texts(n: int, seed: int) -> list[dict]:
-    rng = random.Random(seed)
-    rows = []
-    for i in range(n):
-        label = i % len(CLASSES)
-        words = [rng.choice(WORDS[CLASSES[label]]) for _ in range(rng.randint(2, 5))]
-        words += [rng.choice(FILLER) for _ in range(rng.randint(1, 6))]
-        rng.shuffle(words)
-        rows.append({"text": " ".join(words), "label": label})
-    return rows
-
-
 def write_data(folder: Path) -> Path:
-    folder.mkdir(parents=True, exist_ok=True)
-    for seed, (split, n) in enumerate(SIZES.items()):
-        (folder / f"{split}.jsonl").write_text("".join(json.dumps(r) + "\n" for r in make_texts(n, seed)))
-    (folder / "labels.json").write_text(json.dumps(CLASSES))
-    return folder
+    return write_topic_data(folder, (SIZES["train"], SIZES["validation"], SIZES["test"]))
 
 
 def overrides(data_dir: Path, run_dir: Path, batch_size: int, *extra: str) -> list[str]:

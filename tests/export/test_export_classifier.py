@@ -12,14 +12,16 @@ import pytest
 import torch
 from export_testkit import LABELS, MAX_LENGTH, tiny_classifier
 from onnx import numpy_helper
-from tfm_cls.export import spec
+from tfm_cls.export import infer, spec
 from tfm_cls.export.exporter import export_classifier
 from tfm_cls.export.verify import VerificationError, verify
 from tokenizers import Tokenizer
 from torch import nn
 
 import tfm_cls
+from tfm_cls.errors import InferenceError
 from tfm_cls.model import TransformerClassifier
+from tfm_cls.runtime.classifier import Classifier
 
 
 @pytest.mark.parametrize(
@@ -100,6 +102,34 @@ def test_metadata_is_enough_to_deploy(classifier, classifier_onnx, tokenizer):
     restored = Tokenizer.from_str(meta["tfm_cls.tokenizer"])
     text = "the music is lovely but the plot drags"
     assert restored.encode(text).ids == tokenizer.encode(text).ids
+
+
+def _with_format_marker(src, dst, marker: str | None):
+    """A copy of the export whose format marker is `marker` (None: no marker at all)."""
+    model = onnx.load(str(src))
+    meta = {p.key: p.value for p in model.metadata_props if p.key != spec.FORMAT_KEY}
+    onnx.helper.set_model_props(model, meta if marker is None else {**meta, spec.FORMAT_KEY: marker})
+    onnx.save(model, str(dst))
+    return dst
+
+
+def test_inference_accepts_the_exported_format_marker_and_no_other(classifier_onnx, tmp_path, capsys):
+    src = tmp_path / "in.txt"
+    src.write_text("the music is lovely\n")
+    assert Classifier(str(classifier_onnx)).labels == LABELS
+    assert infer.main(["--model", str(classifier_onnx), "--input", str(src), "--output", str(tmp_path / "out.jsonl"),
+                       "--no-progress"]) == 0
+    capsys.readouterr()
+    for name, marker in (("older.onnx", "tfm_cls-onnx/0"), ("unmarked.onnx", None)):
+        copy = _with_format_marker(classifier_onnx, tmp_path / name, marker)
+        with pytest.raises(InferenceError) as refused:
+            Classifier(str(copy))
+        assert repr(spec.FORMAT_KEY) in str(refused.value)
+        assert infer.main(["--model", str(copy), "--input", str(src), "--no-progress"]) == 2
+        err = capsys.readouterr().err
+        assert err.startswith("error: ") and len(err.splitlines()) == 1, err
+        assert f"{copy} is not a tfm_cls model" in err and repr(spec.FORMAT_KEY) in err
+        assert repr(marker or "no such key") in err  # what it found instead
 
 
 def _tampered_copy(src, dst, name_part: str, delta: float) -> str:

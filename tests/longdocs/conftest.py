@@ -3,19 +3,14 @@ and ONNX exports of it with a chunking policy in the metadata (exported once per
 
 from __future__ import annotations
 
-import sys
-from pathlib import Path
-
 import pytest
 import torch
+from longdocs_kit import LABELS, MAX_LENGTH, TEXTS, make_run
 from tfm_cls.export.exporter import export_classifier
 
 from tfm_cls.config import TokenizerConfig
 from tfm_cls.model import TransformerClassifier
 from tfm_cls.tokenizer import long_text_of, train_tokenizer
-
-sys.path.insert(0, str(Path(__file__).parent))
-from longdocs_kit import LABELS, MAX_LENGTH, TEXTS, make_run  # noqa: E402
 
 
 @pytest.fixture(scope="session")

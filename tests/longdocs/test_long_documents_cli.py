@@ -3,17 +3,13 @@
 from __future__ import annotations
 
 import argparse
-import sys
-from pathlib import Path
 
 import yaml
 from tfm_cls.export import infer
+from tiny_topics import make_texts, tiny_config, write_topic_data
 
 from tfm_cls import cli
 from tfm_cls.errors import RunDirError
-
-sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "train"))
-from train_tiny import make_texts, tiny_config, write_jsonl  # noqa: E402
 
 
 def _options(parser: argparse.ArgumentParser) -> dict[str, argparse.Action]:
@@ -33,10 +29,7 @@ def test_predict_and_the_onnx_script_share_the_inference_flags():
 def test_auto_lengths_are_resolved_saved_and_recognised_on_a_rerun(tmp_path):
     import pytest
 
-    data = tmp_path / "data"
-    data.mkdir()
-    for split, n, seed in (("train", 60, 0), ("validation", 15, 1), ("test", 15, 2)):
-        write_jsonl(data / f"{split}.jsonl", make_texts(n, seed))
+    data = write_topic_data(tmp_path / "data", (60, 15, 15), labels=False)
     from tfm_cls.train import train
 
     cfg = tiny_config(data, tmp_path / "run", "tokenizer.max_length=auto", "tokenizer.length_percentile=50",
@@ -63,10 +56,7 @@ def test_predict_and_infer_chunk_a_trained_run_alike(tmp_path):
 
     import numpy as np
 
-    data = tmp_path / "data"
-    data.mkdir()
-    for split, n, seed in (("train", 60, 0), ("validation", 15, 1), ("test", 15, 2)):
-        write_jsonl(data / f"{split}.jsonl", make_texts(n, seed))
+    data = write_topic_data(tmp_path / "data", (60, 15, 15), labels=False)
     from tfm_cls.train import train
 
     run_dir = tmp_path / "run"

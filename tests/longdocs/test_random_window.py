@@ -2,21 +2,18 @@
 
 from __future__ import annotations
 
-import json
-import sys
 from pathlib import Path
 
 import numpy as np
 import pytest
 import torch
 from longdocs_kit import LABELS, MAX_LENGTH, WORDS, texts
+from tiny_topics import write_dataset
 
 from tfm_cls.batching import tokenize_splits, window_rows
 from tfm_cls.config import ClassifierConfig, load_config
 from tfm_cls.errors import ConfigError
 from tfm_cls.runtime.text import LongText, TextEncoder
-
-sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "train"))
 
 
 def test_window_rows_draw_one_window_per_example_reproducibly():
@@ -49,18 +46,17 @@ def test_the_training_split_is_windowed_like_chunked_inference(tokenizer):
 @pytest.fixture(scope="module")
 def long_data(tmp_path_factory) -> Path:
     """Texts of 26-41 words: several 12-token windows each."""
-    folder = tmp_path_factory.mktemp("long")
+    splits = {}
     for split, n, seed in (("train", 90, 0), ("validation", 30, 1), ("test", 30, 2)):
         rows = []
         for i, text in enumerate(texts(n, seed, low=25, high=40)):
             rows.append({"text": f"{text} {WORDS[i % 3]}", "label": i % 3})
-        (folder / f"{split}.jsonl").write_text("".join(json.dumps(r) + "\n" for r in rows))
-    (folder / "labels.json").write_text(json.dumps(LABELS))
-    return folder
+        splits[split] = rows
+    return write_dataset(tmp_path_factory.mktemp("long"), splits, LABELS)
 
 
 def test_each_epoch_trains_on_one_window_of_every_text(long_data, tmp_path):
-    from train_tiny import tiny_overrides
+    from tiny_topics import tiny_overrides
 
     from tfm_cls import distributed as D
     from tfm_cls.data import load_data

@@ -1,8 +1,9 @@
 """Tiny labelled data and a tiny pretraining config shared by the pretraining tests."""
 
-import json
 import random
 from pathlib import Path
+
+from tiny_topics import write_dataset
 
 from tfm_cls.config import load_config
 from tfm_cls.pretrain import PretrainConfig
@@ -15,15 +16,13 @@ PLACES = "garden house river forest".split()
 def write_tiny_dataset(folder: Path, seed: int = 0, n_train: int = 240) -> Path:
     """Sentences from a small grammar (learnable by MLM), labels = whether a cat is mentioned."""
     rng = random.Random(seed)
-    folder.mkdir(parents=True, exist_ok=True)
-    for split, n in (("train", n_train), ("validation", 40), ("test", 40)):
-        with open(folder / f"{split}.jsonl", "w", encoding="utf-8") as f:
-            for _ in range(n):
-                a, b = rng.choice(NOUNS), rng.choice(NOUNS)
-                text = f"the {a} {rng.choice(VERBS)} the {b} in the {rng.choice(PLACES)} ."
-                f.write(json.dumps({"text": text, "label": int("cat" in (a, b))}) + "\n")
-    (folder / "labels.json").write_text(json.dumps(["no_cat", "cat"]), encoding="utf-8")
-    return folder
+
+    def row() -> dict:
+        a, b = rng.choice(NOUNS), rng.choice(NOUNS)
+        return {"text": f"the {a} {rng.choice(VERBS)} the {b} in the {rng.choice(PLACES)} .", "label": int("cat" in (a, b))}
+
+    splits = {split: [row() for _ in range(n)] for split, n in (("train", n_train), ("validation", 40), ("test", 40))}
+    return write_dataset(folder, splits, ["no_cat", "cat"])
 
 
 def tiny_overrides(data_dir: Path, run_dir: Path) -> list[str]:

@@ -19,7 +19,7 @@ import sys
 from pathlib import Path
 
 import pytest
-from tiny_topics import CLASSES, FILLER, WORDS  # noqa: F401 (re-exported to the tests)
+from tiny_topics import CLASSES, FILLER, WORDS, write_dataset
 
 REPO = Path(__file__).resolve().parents[2]
 INFER = REPO / "export" / "infer.py"
@@ -45,17 +45,10 @@ def make_rows(n: int, seed: int, labels=None) -> list[dict]:
     return rows
 
 
-def write_jsonl(path: Path, rows: list[dict]) -> Path:
-    path.write_text("".join(json.dumps(r) + "\n" for r in rows), encoding="utf-8")
-    return path
-
-
 def make_data(folder: Path, labels=None) -> Path:
-    folder.mkdir(parents=True, exist_ok=True)
-    write_jsonl(folder / "train.jsonl", make_rows(90, 0, labels))
-    write_jsonl(folder / "validation.jsonl", make_rows(30, 1, labels))
-    write_jsonl(folder / "test.jsonl", make_rows(30, 2, labels))
-    return folder
+    """train (90) / validation (30) / test (30) of make_rows; no labels.json."""
+    splits = {"train": make_rows(90, 0, labels), "validation": make_rows(30, 1, labels), "test": make_rows(30, 2, labels)}
+    return write_dataset(folder, splits)
 
 
 def environment(home: Path) -> dict[str, str]:

@@ -4,7 +4,7 @@ import io
 import json
 
 import pytest
-from train_tiny import CLASSES, tiny_overrides
+from tiny_topics import CLASSES, tiny_overrides
 
 from tfm_cls.cli import main
 

@@ -9,7 +9,7 @@ import time
 
 import torch
 from safetensors.torch import load_file
-from train_tiny import make_texts, tiny_config, write_jsonl
+from tiny_topics import tiny_config, write_topic_data
 
 from tfm_cls import runs as R
 from tfm_cls.config import save_config
@@ -35,11 +35,7 @@ def _kill_after_first_checkpoint(config_path, run_dir, timeout=120.0):
 
 
 def test_sigkill_then_resume_matches_uninterrupted_run(tmp_path):
-    data = tmp_path / "data"
-    data.mkdir()
-    write_jsonl(data / "train.jsonl", make_texts(600, 0))
-    write_jsonl(data / "validation.jsonl", make_texts(60, 1))
-    write_jsonl(data / "test.jsonl", make_texts(60, 2))
+    data = write_topic_data(tmp_path / "data", (600, 60, 60), labels=False)
     extra = EXTRA
 
     killed_dir, config_path = tmp_path / "killed", tmp_path / "killed.yaml"

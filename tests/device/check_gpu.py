@@ -1,7 +1,7 @@
 """One prepared check for a machine with an NVIDIA GPU (`make check-gpu`), a few minutes end to end.
 
-    python benchmarks/check_gpu.py --data-root ../shared/data [--dataset trec] [--minutes 2] [--output FILE]
-    python benchmarks/check_gpu.py --cpu-dry-run --data-root DIR     # every step on CPU, tiny, seconds
+    python tests/device/check_gpu.py --data-root ../shared/data [--dataset trec] [--minutes 2] [--output FILE]
+    python tests/device/check_gpu.py --cpu-dry-run --data-root DIR     # every step on CPU, tiny, seconds
 
 Steps, in order:
   1. preflight   torch sees a CUDA GPU; onnxruntime has CUDAExecutionProvider and can start it
@@ -42,7 +42,7 @@ from typing import Any
 
 import numpy as np
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
 
 log = logging.getLogger("check_gpu")
 

@@ -1,25 +1,17 @@
-"""benchmarks/check_gpu.py on CPU: its refusals without a GPU, its pieces, and (slow) the whole dry run."""
+"""tests/device/check_gpu.py (`make check-gpu`) on CPU: its refusals without a GPU, its pieces, and (slow) the whole dry run."""
 
-import importlib.util
 import json
-import sys
-from pathlib import Path
 
+import check_gpu  # the script beside this file (pytest collects only test_*.py)
 import numpy as np
 import pytest
 import torch
-from ddp_tiny import write_data
-
-_PATH = Path(__file__).resolve().parents[2] / "benchmarks" / "check_gpu.py"
-_spec = importlib.util.spec_from_file_location("check_gpu", _PATH)
-check_gpu = importlib.util.module_from_spec(_spec)
-sys.modules["check_gpu"] = check_gpu
-_spec.loader.exec_module(check_gpu)
+from tiny_topics import write_topic_data
 
 
 @pytest.fixture
 def data_root(tmp_path):
-    write_data(tmp_path / "data" / "tiny")
+    write_topic_data(tmp_path / "data" / "tiny", (48, 33, 29))  # the dry run's test split: 29 texts
     return tmp_path / "data"
 
 
@@ -133,11 +125,32 @@ def test_a_listed_cuda_provider_that_falls_back_to_cpu_counts_as_missing(monkeyp
         check_gpu.preflight(dry_run=False, torch_only=False)
 
 
-def test_torch_only_needs_no_cuda_provider(monkeypatch):
+def test_torch_only_needs_no_cuda_provider(monkeypatch, data_root, tmp_path):
+    # A GPU, and an onnxruntime without CUDA: --torch-only must neither refuse nor try to start
+    # the CUDA provider, and every onnxruntime step it plans runs on the CPU provider.
     _fake_gpu(monkeypatch, ["CPUExecutionProvider"])
-    info = check_gpu.preflight(dry_run=False, torch_only=True)
-    assert info["gpu"] == "Fake GPU" and info["gpu_capability"] == [9, 0]
-    plan = check_gpu.make_plan(check_gpu.argparse.Namespace(cpu_dry_run=False, torch_only=True, minutes=2.0, repeats=5))
-    assert (plan.device, plan.verify_providers) == ("cuda", ["CPUExecutionProvider"])
+
+    def no_cuda_probe():
+        raise AssertionError("--torch-only started onnxruntime's CUDA provider")
+
+    planned = []
+
+    def run_all(plan, data_dir, work_dir, max_train_samples, info):
+        planned.append(plan)
+        return {"plan": {"dry_run": plan.dry_run}, "attention": {}, "verify": {}, "timing": []}
+
+    monkeypatch.setattr(check_gpu, "_start_cuda_provider", no_cuda_probe)
+    monkeypatch.setattr(check_gpu, "run_all", run_all)
+    args = ["--data-root", str(data_root), "--dataset", "tiny", "--output", str(tmp_path / "out.json")]
+    assert check_gpu.main([*args, "--torch-only"]) == 0
+    (plan,) = planned
+    assert (plan.dry_run, plan.device, plan.train_precision) == (False, "cuda", "bf16")
+    assert plan.ort_provider == "CPUExecutionProvider" and plan.verify_providers == ["CPUExecutionProvider"]
+
+    # Without --torch-only the same machine is refused before anything runs, naming the way out.
+    with pytest.raises(check_gpu.CheckError, match=r"has no CUDAExecutionProvider .*--torch-only"):
+        check_gpu.preflight(dry_run=False, torch_only=False)
+    assert check_gpu.main(args) == 2 and len(planned) == 1
     plan = check_gpu.make_plan(check_gpu.argparse.Namespace(cpu_dry_run=False, torch_only=False, minutes=2.0, repeats=5))
+    assert plan.ort_provider == "CUDAExecutionProvider"
     assert plan.verify_providers == ["CPUExecutionProvider", "CUDAExecutionProvider"]
