@@ -187,9 +187,10 @@ class ModelConfig:
         require(0.0 <= self.dropout < 1.0, f"model.dropout: expected a value in [0, 1), got {self.dropout}")
 
     def model_kwargs(self) -> dict[str, typing.Any]:
+        """Constructor arguments of `TransformerClassifier` (everything but `init_from` and
+        `segment_embedding`); `max_len` must be a number by then."""
         if self.max_len == "auto":
             raise ValueError("model.max_len is auto: resolve it (train.resolve_lengths) before building the model")
-        """Constructor arguments of `TransformerClassifier` (everything but `init_from`)."""
         kwargs = dataclasses.asdict(self)
         kwargs.pop("init_from")
         kwargs.pop("segment_embedding")  # becomes type_vocab_size (tfm_cls.train)
