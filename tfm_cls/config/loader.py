@@ -1,7 +1,9 @@
 """The generic half of configuration: nested dataclasses <-> YAML <-> dotted CLI overrides.
 
 Loading is strict: an unknown key (in a YAML file or an override) is an error naming the key
-and the file, and every value is type-checked against the dataclass field it lands in.
+and the file, and every value is type-checked against the dataclass field it lands in. A file
+that is not YAML, or that YAML's safe loader refuses (a `!!python/...` tag), is a ConfigError
+naming the file and the line.
 
 Nothing here knows a particular config: the dataclasses are in tfm_cls/config/schema.py (and
 pretrain/config.py, distill/config.py, tune.py). A config class may declare `preset_folder`
@@ -116,6 +118,17 @@ def require(condition: bool, message: str) -> None:
         raise ValueError(message)
 
 
+def _yaml_problem(err: yaml.YAMLError, located: bool = True) -> str:
+    """One line out of a YAML error: where (line, column, when `located`) and what."""
+    mark = getattr(err, "problem_mark", None)
+    problem = getattr(err, "problem", None) or str(err).splitlines()[0]
+    at = f"line {mark.line + 1}, column {mark.column + 1}: " if mark is not None and located else ""
+    if isinstance(err, yaml.constructor.ConstructorError) and "python/" in problem:
+        # yaml.safe_load builds plain data only: a `!!python/...` tag is refused, never run.
+        problem += " (configs are plain YAML, read with the safe loader: no Python tags)"
+    return at + " ".join(problem.split())
+
+
 def _parse_scalar(text: str) -> Any:
     """Parse an override's right-hand side the way YAML would (`3e-4` -> float, `null` -> None)."""
     value = yaml.safe_load(text)
@@ -145,7 +158,10 @@ def apply_overrides(data: dict[str, Any], overrides: list[str], cls: type) -> di
                 )
             field_type = typing.get_type_hints(node_cls)[key]
             if depth == len(keys) - 1:
-                node[key] = _parse_scalar(raw)
+                try:
+                    node[key] = _parse_scalar(raw)
+                except yaml.YAMLError as err:
+                    raise ConfigError(f"override {item!r}: {_yaml_problem(err, located=False)}") from None
             else:
                 if not dataclasses.is_dataclass(field_type):
                     raise ConfigError(f"override {item!r}: {key!r} is not a section")
@@ -189,7 +205,10 @@ def _read_config_file(path: Path) -> dict[str, Any]:
     if not path.is_file():
         raise ConfigError(f"config file {path} does not exist")
     with open(path, encoding="utf-8") as f:
-        loaded = yaml.safe_load(f) or {}
+        try:
+            loaded = yaml.safe_load(f) or {}
+        except yaml.YAMLError as err:
+            raise ConfigError(f"{path}: {_yaml_problem(err)}") from None
     if not isinstance(loaded, dict):
         raise ConfigError(f"{path}: expected a mapping at the top level, got {type(loaded).__name__}")
     return loaded
