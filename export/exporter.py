@@ -354,7 +354,7 @@ def export_run(
             max_length=max_length_of(run.tokenizer),
             fuse=fuse,
             # The truncation strategy and chunking of the run, for the torch-free export/infer.py.
-            extra={WEIGHTS_DIGEST_KEY: digest, LONG_TEXT_KEY: long_text_of(run.config.tokenizer).to_json()},
+            extra={WEIGHTS_DIGEST_KEY: digest, LONG_TEXT_KEY: long_text_of(run.config.tokenizer, run.config.inference).to_json()},
             head=head,
             pair=pair,
         )

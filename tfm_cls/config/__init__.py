@@ -1,9 +1,9 @@
 """Configuration: nested dataclasses <-> YAML <-> dotted CLI overrides, strict and type-checked.
 
     loader.py   the generic half: from_dict / to_dict, overrides, presets, reading and merging YAML,
-                load_config / save_config; imports no schema
+                load_config / save_config, deprecated keys (renamed_keys); imports no schema
     schema.py   ClassifierConfig (`tfm-cls train`) and the sections the other jobs share: DataConfig,
-                TokenizerConfig, ModelConfig, TrainConfig, RunConfig, ...
+                TokenizerConfig, InferenceConfig, ModelConfig, TrainConfig, RunConfig, ...
 
 Everything is importable from here (`from tfm_cls.config import ClassifierConfig, load_config`).
 """
@@ -14,6 +14,7 @@ from tfm_cls.config.loader import (
     from_dict,
     load_config,
     merge_config,
+    migrate_keys,
     presets,
     presets_root,
     require,
@@ -23,9 +24,11 @@ from tfm_cls.config.loader import (
 )
 from tfm_cls.config.schema import (
     BBC_CORPUS,
+    LONG_TEXT_RENAMES,
     TASK_METRICS,
     ClassifierConfig,
     DataConfig,
+    InferenceConfig,
     ModelConfig,
     MultiLabelConfig,
     RegressionConfig,
@@ -37,10 +40,12 @@ from tfm_cls.errors import ConfigError
 
 __all__ = [
     "BBC_CORPUS",
+    "LONG_TEXT_RENAMES",
     "TASK_METRICS",
     "ClassifierConfig",
     "ConfigError",
     "DataConfig",
+    "InferenceConfig",
     "ModelConfig",
     "MultiLabelConfig",
     "RegressionConfig",
@@ -52,6 +57,7 @@ __all__ = [
     "from_dict",
     "load_config",
     "merge_config",
+    "migrate_keys",
     "presets",
     "presets_root",
     "require",

@@ -6,8 +6,9 @@ that is not YAML, or that YAML's safe loader refuses (a `!!python/...` tag), is 
 naming the file and the line.
 
 Nothing here knows a particular config: the dataclasses are in tfm_cls/config/schema.py (and
-pretrain/config.py, distill/config.py, tune.py). A config class may declare `preset_folder`
-(the configs/ folder of its presets), which the loader reads.
+pretrain/config.py, distill/config.py, tune.py). A config class may declare two class
+attributes the loader reads: `preset_folder` (the configs/ folder of its presets) and
+`renamed_keys` (deprecated dotted keys -> their new place, see `migrate_keys`).
 """
 
 from __future__ import annotations
@@ -15,9 +16,10 @@ from __future__ import annotations
 import copy
 import dataclasses
 import importlib.resources
+import logging
 import types
 import typing
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any, TypeVar
 
@@ -27,6 +29,8 @@ from tfm_cls.errors import ConfigError
 from tfm_cls.io import atomic_path
 
 T = TypeVar("T")
+
+logger = logging.getLogger(__name__)
 
 
 def _type_name(tp: Any) -> str:
@@ -93,7 +97,9 @@ def _coerce(value: Any, tp: Any, where: str) -> Any:
 
 
 def from_dict(cls: type[T], data: dict[str, Any], where: str = "config") -> T:
-    """Build dataclass `cls` from a mapping; unknown keys and wrong types raise ConfigError."""
+    """Build dataclass `cls` from a mapping; unknown keys and wrong types raise ConfigError.
+    Deprecated keys of `cls.renamed_keys` are read at their new place (`migrate_keys`)."""
+    data = migrate_keys(cls, data, where)
     hints = typing.get_type_hints(cls)
     fields = {f.name: f for f in dataclasses.fields(cls) if f.init}
     unknown = sorted(set(data) - set(fields))
@@ -116,6 +122,70 @@ def require(condition: bool, message: str) -> None:
     """A config's `__post_init__` check: a ValueError that `from_dict` turns into a ConfigError."""
     if not condition:
         raise ValueError(message)
+
+
+# ---- deprecated keys --------------------------------------------------------------------------------
+# A config class lists the keys it no longer has as `renamed_keys: ClassVar[dict[str, str | None]]`,
+# dotted old key -> dotted new key (None: no longer read; dropped). Files, overrides and the
+# config.yaml of old run directories keep loading; one warning per source names what to rename.
+
+
+def _has(data: Mapping[str, Any], dotted: str) -> bool:
+    node: Any = data
+    for key in dotted.split("."):
+        if not isinstance(node, Mapping) or key not in node:
+            return False
+        node = node[key]
+    return True
+
+
+def _warn_deprecated(where: str, moved: list[tuple[str, str | None]]) -> None:
+    renamed = [f"{old} -> {new}" for old, new in moved if new]
+    dropped = [old for old, new in moved if not new]
+    parts = []
+    if renamed:
+        parts.append(f"{_keys(renamed)} (read at the new place for now: rename {_them(renamed)})")
+    if dropped:
+        parts.append(f"{_keys(dropped)} (no longer read here: remove {_them(dropped)})")
+    logger.warning("%s: %s", where, "; ".join(parts))
+
+
+def _keys(names: list[str]) -> str:
+    return f"deprecated key{'s' if len(names) > 1 else ''} {', '.join(names)}"
+
+
+def _them(names: list[str]) -> str:
+    return "them" if len(names) > 1 else "it"
+
+
+def migrate_keys(cls: type, data: dict[str, Any], where: str) -> dict[str, Any]:
+    """`data` (a raw mapping for `cls`) with each deprecated key of `cls.renamed_keys` moved to its
+    new place, and one warning naming them all and `where` (the file). A mapping that gives a key
+    under both its old and its new name is a ConfigError. `data` itself is left as it is."""
+    renames: Mapping[str, str | None] = getattr(cls, "renamed_keys", None) or {}
+    moved = [(old, new) for old, new in renames.items() if _has(data, old)]
+    if not moved:
+        return data
+    data = copy.deepcopy(data)
+    for old, new in moved:
+        *sections, leaf = old.split(".")
+        node = data
+        for key in sections:
+            node = node[key]
+        value = node.pop(leaf)
+        if new is None:
+            continue
+        if _has(data, new):
+            raise ConfigError(f"{where}: {old} is the deprecated name of {new}; give only {new}")
+        *sections, leaf = new.split(".")
+        node = data
+        for depth, key in enumerate(sections):
+            node = node.setdefault(key, {})
+            if not isinstance(node, dict):
+                raise ConfigError(f"{where}: {'.'.join(sections[: depth + 1])}: expected a mapping, got {node!r}")
+        node[leaf] = value
+    _warn_deprecated(where, moved)
+    return data
 
 
 def _yaml_problem(err: yaml.YAMLError, located: bool = True) -> str:
@@ -142,12 +212,26 @@ def _parse_scalar(text: str) -> Any:
 
 
 def apply_overrides(data: dict[str, Any], overrides: list[str], cls: type) -> dict[str, Any]:
-    """Apply `a.b.c=value` overrides to a raw config mapping, checking each key path exists."""
+    """Apply `a.b.c=value` overrides to a raw config mapping, checking each key path exists.
+    A deprecated key of `cls.renamed_keys` sets its new key (one warning for the command line)."""
+    renames: Mapping[str, str | None] = getattr(cls, "renamed_keys", None) or {}
+    moved: list[tuple[str, str | None]] = []
+    by_old: set[str] = set()
+    by_new: set[str] = set()
     for item in overrides:
         if "=" not in item:
             raise ConfigError(f"override {item!r}: expected KEY=VALUE, e.g. train.lr=3e-4")
         dotted, raw = item.split("=", 1)
-        keys = dotted.strip().split(".")
+        dotted = dotted.strip()
+        if dotted in renames:
+            moved.append((dotted, renames[dotted]))
+            if renames[dotted] is None:
+                continue
+            dotted = renames[dotted]
+            by_old.add(dotted)
+        else:
+            by_new.add(dotted)
+        keys = dotted.split(".")
         node, node_cls = data, cls
         for depth, key in enumerate(keys):
             fields = {f.name: f for f in dataclasses.fields(node_cls)}
@@ -167,6 +251,12 @@ def apply_overrides(data: dict[str, Any], overrides: list[str], cls: type) -> di
                     raise ConfigError(f"override {item!r}: {key!r} is not a section")
                 node = node.setdefault(key, {})
                 node_cls = field_type
+    both = sorted(by_old & by_new)
+    if both:
+        old = next(o for o, n in moved if n == both[0])
+        raise ConfigError(f"command line: {old} is the deprecated name of {both[0]}; give only {both[0]}")
+    if moved:
+        _warn_deprecated("command line", moved)
     return data
 
 
@@ -249,8 +339,8 @@ def load_config(
     data: dict[str, Any] = {}
     folder = getattr(cls, "preset_folder", None)
     paths = [resolve_config_file(p, folder) for p in config_paths(path)]
-    for p in paths:
-        data = merge_config(data, _read_config_file(p))
+    for p in paths:  # each file's deprecated keys are moved (and named) before the merge
+        data = merge_config(data, migrate_keys(cls, _read_config_file(p), str(p)))
     where = " + ".join(map(str, paths)) or "config"
     if not overrides:
         return from_dict(cls, data, where)
@@ -272,3 +362,4 @@ def save_config(config: Any, path: str | Path) -> None:
     """Write the resolved config as YAML, atomically (as every file of a run directory)."""
     with atomic_path(path) as tmp, open(tmp, "w", encoding="utf-8") as f:
         yaml.safe_dump(to_dict(config), f, sort_keys=False)
+

@@ -103,9 +103,9 @@ class TokenizerConfig:
     lowercase: bool = True
     max_length: int | typing.Literal["auto"] = 256
     """Tokens per text including [CLS] and [SEP]; longer texts are truncated (and counted), or split
-    into windows (`chunk`). `auto`: the `length_percentile`-th percentile of the training texts'
-    token lengths, at most `max_length_cap` and the model's position limit; the run's saved
-    config.yaml holds the number chosen (docs/long-documents.md)."""
+    into windows (`inference.chunk`, `train.window`). `auto`: the `length_percentile`-th percentile
+    of the training texts' token lengths, at most `max_length_cap` and the model's position limit;
+    the run's saved config.yaml holds the number chosen (docs/long-documents.md)."""
     length_percentile: float = 95.0
     """With `max_length: auto`: the smallest length that at least this percentage of the training
     texts fit in (a percentile in (0, 100])."""
@@ -117,22 +117,11 @@ class TokenizerConfig:
     et al. 2019 found head 128 + tail 382 best on IMDB). [CLS] and [SEP] are always kept."""
     head_fraction: float = 0.25
     """With `head+tail`: the share of the text-token budget taken from the head (rounded)."""
-    chunk: bool = False
-    """Inference (eval, predict, the ONNX script): classify a longer text as overlapping windows of
-    `max_length` tokens and aggregate the windows (`aggregate`) instead of truncating it."""
     stride: int | None = None
-    """With `chunk`: the tokens each window shares with the one before (as `stride` in Hugging Face
-    tokenizers); must be smaller than the window. null: a quarter of the window's text tokens."""
-    aggregate: typing.Literal["mean", "max"] = "mean"
-    """With `chunk`: a text's scores are the mean or the max of its windows' scores."""
-    aggregate_scores: typing.Literal["logits", "probabilities"] = "logits"
-    """With `chunk`: aggregate the windows' logits, or their probabilities."""
-    train_window: typing.Literal["truncate", "random"] = "truncate"
-    """Training on texts longer than `max_length`: `truncate` keeps the tokens `truncation` says
-    (every epoch the same); `random` cuts each such text into the windows chunked inference uses
-    (`stride`) and trains, each epoch, on one of them drawn at random (seeded by the run's seed and
-    the epoch, so a resumed run draws the same). Evaluation and inference are unchanged (set
-    `chunk: true` to classify every window)."""
+    """The windows a longer text is cut into, where it is windowed (`inference.chunk`,
+    `train.window: random`): the tokens each window shares with the one before (as `stride` in
+    Hugging Face tokenizers); must be smaller than the window. null: a quarter of the window's
+    text tokens."""
 
     def __post_init__(self) -> None:
         require(self.vocab_size >= 100, f"tokenizer.vocab_size: expected >= 100, got {self.vocab_size}")
@@ -155,6 +144,22 @@ class TokenizerConfig:
             + (f", at most max_length_cap={self.max_length_cap}" if self.max_length == "auto" else "")
             + "): windows that share all their tokens never advance",
         )
+
+
+@dataclasses.dataclass(kw_only=True)
+class InferenceConfig:
+    """How a trained model classifies a text longer than `tokenizer.max_length`: at evaluation
+    (during and after training), `tfm-cls eval` / `predict`, and in the ONNX export's metadata
+    (export/infer.py). Training itself never reads it (docs/long-documents.md)."""
+
+    chunk: bool = False
+    """Classify a longer text as overlapping windows of `tokenizer.max_length` tokens (each sharing
+    `tokenizer.stride` tokens with the one before) and aggregate the windows (`aggregate`) instead
+    of truncating it. Single-label runs on single texts only."""
+    aggregate: typing.Literal["mean", "max"] = "mean"
+    """With `chunk`: a text's scores are the mean or the max of its windows' scores."""
+    aggregate_scores: typing.Literal["logits", "probabilities"] = "logits"
+    """With `chunk`: aggregate the windows' logits, or their probabilities."""
 
 
 @dataclasses.dataclass(kw_only=True)
@@ -242,6 +247,12 @@ class TrainConfig:
     bucket_batches: int = 50
     """Length bucketing: shuffle, then sort windows of this many batches by length, so each batch
     holds texts of similar length and padding stays small."""
+    window: typing.Literal["truncate", "random"] = "truncate"
+    """Training on texts longer than `tokenizer.max_length`: `truncate` keeps the tokens
+    `tokenizer.truncation` says (every epoch the same); `random` cuts each such text into the
+    windows chunked inference uses (`tokenizer.stride`) and trains, each epoch, on one of them
+    drawn at random (seeded by the run's seed and the epoch, so a resumed run draws the same).
+    Evaluation and inference are unchanged (set `inference.chunk: true` to classify every window)."""
     log_every: int = 50
     progress: bool = True
     """tqdm progress bars (loss, lr, tokens/s)."""
@@ -311,6 +322,16 @@ class RegressionConfig:
         require(self.huber_delta > 0, f"regression.huber_delta: expected > 0, got {self.huber_delta}")
 
 
+LONG_TEXT_RENAMES: dict[str, str | None] = {
+    "tokenizer.chunk": "inference.chunk",
+    "tokenizer.aggregate": "inference.aggregate",
+    "tokenizer.aggregate_scores": "inference.aggregate_scores",
+    "tokenizer.train_window": "train.window",
+}
+"""The long-text keys that left the tokenizer section (old dotted key -> new): files, overrides and
+the config.yaml of older run directories still load, with one warning (config/loader.py)."""
+
+
 @dataclasses.dataclass(kw_only=True)
 class RunConfig:
     """What every job's config starts with: its name, run directory and seed."""
@@ -334,11 +355,14 @@ class ClassifierConfig(RunConfig):
     """Everything `tfm-cls train` needs; saved resolved as config.yaml in the run directory."""
 
     preset_folder: ClassVar[str] = "cls"
+    renamed_keys: ClassVar[dict[str, str | None]] = LONG_TEXT_RENAMES
     name: str = "bbc"
     data: DataConfig = dataclasses.field(default_factory=DataConfig)
     tokenizer: TokenizerConfig = dataclasses.field(default_factory=TokenizerConfig)
     model: ModelConfig = dataclasses.field(default_factory=ModelConfig)
     train: TrainConfig = dataclasses.field(default_factory=TrainConfig)
+    inference: InferenceConfig = dataclasses.field(default_factory=InferenceConfig)
+    """Chunked classification of long texts at evaluation and inference."""
     multi_label: MultiLabelConfig = dataclasses.field(default_factory=MultiLabelConfig)
     """Thresholds and loss weights of a multi-label task (data.task=multi_label)."""
     regression: RegressionConfig = dataclasses.field(default_factory=RegressionConfig)
@@ -355,20 +379,19 @@ class ClassifierConfig(RunConfig):
             self.data.task == "single_label" or self.train.label_smoothing == 0.0,
             f"train.label_smoothing applies to single_label only (data.task={self.data.task})",
         )
-        tok = self.tokenizer
+        tok, chunk, window = self.tokenizer, self.inference.chunk, self.train.window
         if self.data.text_pair_column is not None:
             # A pair is truncated by the tokenizer, its longer text first (longest_first); the
             # long-text policy (docs/long-documents.md) cuts and windows single texts only.
             require(
-                tok.truncation == "head" and not tok.chunk and tok.max_length != "auto" and tok.train_window == "truncate",
-                "tokenizer.truncation / chunk / train_window / max_length: auto apply to single texts; sentence pairs "
-                "(data.text_pair_column) are truncated longer text first at a fixed max_length "
-                f"(got truncation={tok.truncation!r}, chunk={tok.chunk}, train_window={tok.train_window!r}, "
-                f"max_length={tok.max_length!r})",
+                tok.truncation == "head" and not chunk and tok.max_length != "auto" and window == "truncate",
+                "tokenizer.truncation / inference.chunk / train.window / tokenizer.max_length: auto apply to single "
+                "texts; sentence pairs (data.text_pair_column) are truncated longer text first at a fixed max_length "
+                f"(got truncation={tok.truncation!r}, chunk={chunk}, window={window!r}, max_length={tok.max_length!r})",
             )
         require(
-            self.data.task == "single_label" or not tok.chunk,
-            f"tokenizer.chunk (windows aggregated per text) applies to single_label only (data.task={self.data.task})",
+            self.data.task == "single_label" or not chunk,
+            f"inference.chunk (windows aggregated per text) applies to single_label only (data.task={self.data.task})",
         )
         if self.model.init_from is None:
             # With init_from the tokenizer comes from the pretrained model; checked after loading.
