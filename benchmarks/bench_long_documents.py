@@ -65,7 +65,7 @@ def main(argv: list[str] | None = None) -> int:
                 results["train_token_lengths"] = {q: percentile_length(lengths, q) for q in (50, 90, 95, 99)}
                 results["auto_max_length"] = auto_max_length(run.tokenizer, texts, run.config.tokenizer)
             for mode in ("truncate", "chunk"):
-                policy = long_text_of(run.config.tokenizer, chunk=mode == "chunk")
+                policy = long_text_of(run.config.tokenizer, run.config.inference, chunk=mode == "chunk")
                 split = tokenize_dataset(data.splits["test"], run.tokenizer, policy=policy)
                 metrics, _ = evaluate(run.model, split, run.labels, 64, torch.device("cpu"))
                 name = f"trained {strategy} / " + ("truncated as trained" if mode == "truncate" else

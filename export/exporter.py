@@ -342,7 +342,7 @@ def export_run(
             max_length=max_length_of(run.tokenizer),
             fuse=fuse,
             # The truncation strategy and chunking of the run, for the torch-free runtime.
-            weights_sha256=digest, long_text=long_text_of(run.config.tokenizer),
+            weights_sha256=digest, long_text=long_text_of(run.config.tokenizer, run.config.inference),
             head=head,
             pair=pair,
         )

@@ -164,7 +164,7 @@ def run_policy(run: LoadedRun, **overrides: Any) -> LongText:
     """The run's long-text policy (its tokenizer config), with command-line overrides (None = keep).
     Chunking (windows aggregated per text) serves single-label runs on single texts; a sentence
     pair is truncated by the tokenizer, its longer text first, so it takes no other strategy."""
-    policy = long_text_of(run.config.tokenizer, **overrides)
+    policy = long_text_of(run.config.tokenizer, run.config.inference, **overrides)
     data = run.config.data
     if policy.chunk and (not run_head(run).chunkable or data.text_pair_column is not None):
         raise InputError(f"--chunk applies to single_label runs on single texts; {run.run_dir} is a "

@@ -119,12 +119,14 @@ def config_differences(saved: dict[str, Any], current: dict[str, Any]) -> list[t
     return [(k, a.get(k), b.get(k)) for k in sorted(set(a) | set(b)) if k not in IGNORED_FOR_IDENTITY and a.get(k) != b.get(k)]
 
 
-def _with_defaults(saved: dict[str, Any], cls: type) -> dict[str, Any]:
-    """A saved config with the keys it predates filled in with their defaults, so that a run
-    written before a key existed still counts as the same run (resume, rerun checks); as saved
-    when it no longer loads (the comparison then names the difference)."""
+def read_saved_config(path: Path, cls: type) -> dict[str, Any]:
+    """A run directory's saved config file (of config class `cls`) as a mapping, with the keys it
+    predates filled in with their defaults and its deprecated keys moved to their new place, so
+    that a run written before a key existed or moved still counts as the same run (resume, rerun
+    checks); as saved when it no longer loads (the comparison then names the difference)."""
+    saved = yaml.safe_load(path.read_text(encoding="utf-8")) or {}
     try:
-        return to_dict(from_dict(cls, saved, "saved config"))
+        return to_dict(from_dict(cls, saved, str(path)))
     except (ConfigError, TypeError, ValueError):
         return saved
 
@@ -146,7 +148,7 @@ def prepare_run_dir(
     if resume and not (saved_config.is_file() and (run_dir / LAST_CHECKPOINT).is_file()):
         raise RunDirError(f"--resume: {run_dir} holds no {kind}checkpoint to resume ({LAST_CHECKPOINT} missing)")
     if saved_config.is_file():
-        saved = _with_defaults(yaml.safe_load(saved_config.read_text(encoding="utf-8")) or {}, type(config))
+        saved = read_saved_config(saved_config, type(config))
         differs = config_differences(saved, to_dict(config))
         if differs and (resume or not overwrite):
             shown = ", ".join(f"{k}: {a!r} -> {b!r}" for k, a, b in differs[:5])

@@ -17,7 +17,7 @@ from pathlib import Path
 import numpy as np
 from tokenizers import Tokenizer, decoders, models, normalizers, pre_tokenizers, processors, trainers
 
-from tfm_cls.config import TokenizerConfig
+from tfm_cls.config import InferenceConfig, TokenizerConfig
 from tfm_cls.errors import ConfigError, InferenceError, InputError, RunDirError
 from tfm_cls.io import atomic_path
 from tfm_cls.runtime.text import LongText, TextEncoder
@@ -227,12 +227,13 @@ def auto_max_length(
     return chosen
 
 
-def long_text_of(cfg: TokenizerConfig, **overrides) -> LongText:
-    """The LongText policy (export/infer.py) of a tokenizer config, with some fields overridden
-    (None = keep the config's)."""
+def long_text_of(cfg: TokenizerConfig, inference: InferenceConfig, **overrides) -> LongText:
+    """The LongText policy (export/infer.py) of a config's tokenizer and inference sections (the
+    cut and the windows; chunking and aggregation), with some fields overridden (None = keep the
+    config's)."""
     fields = {
-        "truncation": cfg.truncation, "head_fraction": cfg.head_fraction, "chunk": cfg.chunk, "stride": cfg.stride,
-        "aggregate": cfg.aggregate, "scores": cfg.aggregate_scores,
+        "truncation": cfg.truncation, "head_fraction": cfg.head_fraction, "chunk": inference.chunk, "stride": cfg.stride,
+        "aggregate": inference.aggregate, "scores": inference.aggregate_scores,
     }
     fields.update({k: v for k, v in overrides.items() if v is not None})
     return LongText(**fields)

@@ -185,7 +185,7 @@ class ClassificationTask:
         train_split = self.splits["train"]
         if train_split.windows is None:
             return self.sampler.epoch_batches(epoch)
-        # tokenizer.train_window: random: one window of each text this epoch, batched by its length
+        # train.window: random: one window of each text this epoch, batched by its length
         rows = window_rows(train_split.windows, self.cfg.seed, epoch)  # [num_examples] row of each example
         return [rows[batch].tolist() for batch in self._sampler(train_split.lengths[rows]).epoch_batches(epoch)]
 
@@ -244,8 +244,8 @@ def train(
             write_json(run_dir / R.LABELS_FILE, data.labels)
             save_tokenizer(tokenizer, run_dir / R.TOKENIZER_FILE)
         with D.main_first(env):
-            splits = tokenize_splits(data.splits, tokenizer, long_text_of(cfg.tokenizer),
-                                     train_windows=cfg.tokenizer.train_window == "random")
+            splits = tokenize_splits(data.splits, tokenizer, long_text_of(cfg.tokenizer, cfg.inference),
+                                     train_windows=cfg.train.window == "random")
         task = ClassificationTask(cfg, model, splits, data.labels, run_dir, env, amp)
         logger.info(
             "model: %.2fM parameters, %d layers, d_model %d, device %s, %s",

@@ -31,7 +31,8 @@ def model(tokenizer):
 def chunked_onnx(model, tokenizer, tmp_path_factory):
     """An export whose metadata says: chunk, stride 3, mean of logits."""
     path = tmp_path_factory.mktemp("chunked") / "model.onnx"
-    policy = long_text_of(make_run(model, tokenizer, chunk=True, stride=3).config.tokenizer)
+    run = make_run(model, tokenizer, chunk=True, stride=3)
+    policy = long_text_of(run.config.tokenizer, run.config.inference)
     export_classifier(model, path, tokenizer=tokenizer, labels=LABELS, max_length=MAX_LENGTH,
                       long_text=policy)
     return path

@@ -2,10 +2,11 @@
 
 from __future__ import annotations
 
+import dataclasses
 import random
 from pathlib import Path
 
-from tfm_cls.config import ClassifierConfig, TokenizerConfig
+from tfm_cls.config import ClassifierConfig, InferenceConfig, TokenizerConfig
 from tfm_cls.runs import LoadedRun
 
 LABELS = ["alpha", "beta", "gamma"]
@@ -22,6 +23,12 @@ def texts(n: int, seed: int, low: int = 1, high: int = 60) -> list[str]:
 TEXTS = [" ".join(WORDS)] * 3 + texts(40, 0)
 
 
-def make_run(model, tokenizer, **tokenizer_keys) -> LoadedRun:
-    cfg = ClassifierConfig(tokenizer=TokenizerConfig(vocab_size=100, max_length=MAX_LENGTH, **tokenizer_keys))
+def make_run(model, tokenizer, **keys) -> LoadedRun:
+    """A run of the tiny model; `keys` are TokenizerConfig's or InferenceConfig's (chunk, stride, ...)."""
+    inference = {f.name for f in dataclasses.fields(InferenceConfig)}
+    tokenizer_keys = {k: v for k, v in keys.items() if k not in inference}
+    cfg = ClassifierConfig(
+        tokenizer=TokenizerConfig(vocab_size=100, max_length=MAX_LENGTH, **tokenizer_keys),
+        inference=InferenceConfig(**{k: v for k, v in keys.items() if k in inference}),
+    )
     return LoadedRun(model=model, tokenizer=tokenizer, labels=LABELS, config=cfg, run_dir=Path("."))

@@ -1,4 +1,4 @@
-"""Training on one random window of each long text per epoch (tokenizer.train_window: random)."""
+"""Training on one random window of each long text per epoch (train.window: random)."""
 
 from __future__ import annotations
 
@@ -39,7 +39,7 @@ def test_the_training_split_is_windowed_like_chunked_inference(tokenizer):
     expected = TextEncoder(tokenizer, MAX_LENGTH, LongText(chunk=True, stride=3)).encode(corpus)
     assert splits["train"].input_ids == expected.ids
     assert splits["train"].windows.tolist() == expected.windows and max(expected.windows) > 1
-    assert splits["validation"].windows is None  # evaluation follows tokenizer.chunk, as before
+    assert splits["validation"].windows is None  # evaluation follows inference.chunk, as before
     assert splits["validation"].input_ids == TextEncoder(tokenizer, MAX_LENGTH, policy).encode(corpus).ids
 
 
@@ -65,12 +65,12 @@ def test_each_epoch_trains_on_one_window_of_every_text(long_data, tmp_path):
     from tfm_cls.tokenizer import long_text_of, train_tokenizer
     from tfm_cls.train import ClassificationTask, train
 
-    keys = ["tokenizer.max_length=12", "model.max_len=12", "tokenizer.train_window=random", "tokenizer.stride=4",
+    keys = ["tokenizer.max_length=12", "model.max_len=12", "train.window=random", "tokenizer.stride=4",
             "train.epochs=2"]
     cfg = load_config(ClassifierConfig, None, tiny_overrides(long_data, tmp_path / "run", *keys))
     data = load_data(cfg.data)
     tokenizer = train_tokenizer(data.splits["train"]["text"], cfg.tokenizer)
-    splits = tokenize_splits(data.splits, tokenizer, long_text_of(cfg.tokenizer), train_windows=True)
+    splits = tokenize_splits(data.splits, tokenizer, long_text_of(cfg.tokenizer, cfg.inference), train_windows=True)
     model = build_model(dict(vocab_size=tokenizer.get_vocab_size(), num_classes=3, pad_token_id=0,
                              **cfg.model.model_kwargs()))
     task = ClassificationTask(cfg, model, splits, data.labels, tmp_path, D.DistEnv(), Precision("fp32", torch.device("cpu")))
@@ -88,9 +88,9 @@ def test_each_epoch_trains_on_one_window_of_every_text(long_data, tmp_path):
 
 
 def test_random_windows_are_refused_for_pairs_and_distillation(tmp_path):
-    with pytest.raises(ConfigError, match="train_window"):
-        load_config(ClassifierConfig, None, ["data.text_pair_column=text_b", "tokenizer.train_window=random"])
+    with pytest.raises(ConfigError, match="train.window"):
+        load_config(ClassifierConfig, None, ["data.text_pair_column=text_b", "train.window=random"])
     from tfm_cls.distill import DistillConfig
 
-    with pytest.raises(ConfigError, match="tokenizer.train_window: random .* teacher labels each transfer text once"):
-        load_config(DistillConfig, None, ["teacher.path=x.onnx", "tokenizer.train_window=random"])
+    with pytest.raises(ConfigError, match="train.window: random .* teacher labels each transfer text once"):
+        load_config(DistillConfig, None, ["teacher.path=x.onnx", "train.window=random"])

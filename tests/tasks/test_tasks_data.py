@@ -139,13 +139,13 @@ def test_long_text_policy_with_tasks(tmp_path):
     chunking serves single_label only, and a multi-label split truncated by `tail` keeps float targets."""
     base = ["data.path=x"]
     pair = [*base, "data.text_pair_column=hypothesis"]
-    for override in ("tokenizer.chunk=true", "tokenizer.truncation=tail", "tokenizer.max_length=auto"):
+    for override in ("inference.chunk=true", "tokenizer.truncation=tail", "tokenizer.max_length=auto"):
         with pytest.raises(ConfigError, match="apply to single texts; sentence pairs"):
             load_config(ClassifierConfig, None, [*pair, override])
-    with pytest.raises(ConfigError, match="tokenizer.chunk .* applies to single_label only"):
+    with pytest.raises(ConfigError, match="inference.chunk .* applies to single_label only"):
         load_config(ClassifierConfig, None, [*base, "data.task=regression", "train.best_metric=mse",
-                                             "tokenizer.chunk=true"])
-    assert load_config(ClassifierConfig, None, [*base, "tokenizer.chunk=true"]).tokenizer.chunk
+                                             "inference.chunk=true"])
+    assert load_config(ClassifierConfig, None, [*base, "inference.chunk=true"]).inference.chunk
     cfg = load_config(ClassifierConfig, None, [*base, "data.task=multi_label", "train.best_metric=micro_f1",
                                                "tokenizer.truncation=tail"])
     assert cfg.tokenizer.truncation == "tail"

@@ -7,8 +7,10 @@ import dataclasses
 import typing
 
 from tfm_cls.config import (
+    LONG_TEXT_RENAMES,
     ClassifierConfig,
     DataConfig,
+    InferenceConfig,
     ModelConfig,
     RunConfig,
     TokenizerConfig,
@@ -136,6 +138,7 @@ class DistillConfig(RunConfig):
     (beside config.yaml, the student's ClassifierConfig, which makes the result an ordinary run)."""
 
     preset_folder: typing.ClassVar[str] = "distill"
+    renamed_keys: typing.ClassVar[dict[str, str | None]] = LONG_TEXT_RENAMES
     name: str = "distill"
     data: DataConfig = dataclasses.field(default_factory=DataConfig)
     teacher: TeacherConfig = dataclasses.field(default_factory=TeacherConfig)
@@ -145,6 +148,8 @@ class DistillConfig(RunConfig):
     tokenizer: TokenizerConfig = dataclasses.field(default_factory=TokenizerConfig)
     model: ModelConfig = dataclasses.field(default_factory=ModelConfig)
     train: TrainConfig = dataclasses.field(default_factory=TrainConfig)
+    inference: InferenceConfig = dataclasses.field(default_factory=InferenceConfig)
+    """The student's evaluation and inference on long texts (its config.yaml's `inference`)."""
 
     def __post_init__(self) -> None:
         super().__post_init__()
@@ -165,8 +170,8 @@ class DistillConfig(RunConfig):
         require(pairs or not self.transfer.pair_neighbours,
                 "transfer.pair_neighbours applies to sentence pairs (give data.text_pair_column, or set it to 0)")
         require(
-            self.tokenizer.train_window == "truncate",
-            "tokenizer.train_window: random trains on a random window per epoch, but the teacher labels each "
+            self.train.window == "truncate",
+            "train.window: random trains on a random window per epoch, but the teacher labels each "
             "transfer text once, as truncated: remove it (tokenizer.truncation chooses the tokens kept)",
         )
 
@@ -177,5 +182,5 @@ class DistillConfig(RunConfig):
         """The student's ClassifierConfig (config.yaml of the run directory: eval, export, ... read it)."""
         return ClassifierConfig(
             name=self.name, run_dir=self.run_dir, seed=self.seed, data=self.data, tokenizer=self.tokenizer,
-            model=self.model, train=self.train,
+            model=self.model, train=self.train, inference=self.inference,
         )

@@ -25,7 +25,6 @@ from typing import Any
 
 import numpy as np
 import torch
-import yaml
 from datasets import Dataset
 from tokenizers import Tokenizer
 from torch import Tensor, nn
@@ -157,7 +156,7 @@ def prepare_run_dir(cfg: DistillConfig, *, resume: bool, overwrite: bool) -> Pat
         if not (run_dir / DISTILL_CONFIG_FILE).is_file():
             raise RunDirError(f"--resume: {run_dir} holds no distillation run to resume ({DISTILL_CONFIG_FILE} missing)")
         saved = R.config_differences(
-            yaml.safe_load((run_dir / DISTILL_CONFIG_FILE).read_text(encoding="utf-8")) or {},
+            R.read_saved_config(run_dir / DISTILL_CONFIG_FILE, DistillConfig),
             dataclasses.asdict(cfg),
         )
         if saved:
@@ -323,7 +322,7 @@ def distill(cfg: DistillConfig, *, resume: bool = False, overwrite: bool = False
         )
         gold = transfer.has_gold
         agreement = teacher_agreement(outputs[gold, : len(data.labels)], transfer.labels[gold], teacher.head)
-        policy = long_text_of(cfg.tokenizer)  # truncation / chunking, as eval and inference will apply them
+        policy = long_text_of(cfg.tokenizer, cfg.inference)  # truncation / chunking, as eval and inference will apply them
         splits = {"train": transfer_split(transfer, tokenizer, policy),
                   **tokenize_splits({k: data.splits[k] for k in ("validation", "test")}, tokenizer, policy)}
         task = DistillTask(cfg, model, splits, data.labels, outputs, teacher.head, run_dir, env, amp)

