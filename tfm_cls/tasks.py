@@ -7,7 +7,7 @@
                    macro-F1, subset accuracy, per-label precision / recall / F1 / support
     regression     1 output, the value itself; MSE or Huber; Pearson, Spearman, MSE
 
-One `Head` object per task is used by training (tfm_cls.train), evaluation and prediction
+One `Head` object per task is used by training (tfm_cls.classification), evaluation and prediction
 (tfm_cls.predict, `tfm-cls eval`), and the ONNX exporter's metadata, so nothing else branches on
 the task. Targets: single_label int64 [N], multi_label float32 multi-hot [N, C], regression
 float32 [N].

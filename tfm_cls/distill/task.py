@@ -33,6 +33,7 @@ from torch import Tensor, nn
 from tfm_cls import distributed as D
 from tfm_cls import runs as R
 from tfm_cls.batching import TokenizedSplit, tokenize_dataset, tokenize_splits
+from tfm_cls.classification import ClassificationTask, segment_kwargs, start_at_mean_target
 from tfm_cls.config import save_config
 from tfm_cls.data import load_data
 from tfm_cls.distill.config import DistillConfig
@@ -43,6 +44,7 @@ from tfm_cls.distill.transfer import TransferSet, build_pair_transfer_set, build
 from tfm_cls.engine import Engine, job, seed_everything, start_process
 from tfm_cls.errors import ConfigError, RunDirError, TeacherError
 from tfm_cls.export.infer import LongText
+from tfm_cls.finish import finish_run
 from tfm_cls.io import read_json, write_json
 from tfm_cls.precision import Precision
 from tfm_cls.pretrain.corpus import assemble_corpus, load_extra_texts
@@ -56,15 +58,9 @@ from tfm_cls.tokenizer import (
     load_tokenizer,
     long_text_of,
     max_length_of,
+    resolved_lengths,
     save_tokenizer,
     train_tokenizer,
-)
-from tfm_cls.train import (
-    ClassificationTask,
-    finish_run,
-    resolved_lengths,
-    segment_kwargs,
-    start_at_mean_target,
 )
 
 logger = logging.getLogger(__name__)

@@ -1,0 +1,161 @@
+"""The end of a classification run: the best weights scored, and the run directory's results.
+
+    finish_run(task, data, state, epochs_done)  ->  metrics.json, history.json, report.txt,
+                                                   figures, README.md (the model card)
+
+The best weights (model.safetensors) are evaluated on validation and, where the data hold a test
+split, on test; the report, the confusion matrix (single_label), the per-label F1 (multi_label)
+or the scatter (regression) are of the test split and are not written without one (a tuning
+trial, a TextClassifier fit): metrics.json then holds validation only. `tfm-cls train`
+(tfm_cls.train) and `tfm-cls distill` (tfm_cls.distill.task) both end here; under DDP every rank
+evaluates its share and rank 0 writes.
+"""
+
+from __future__ import annotations
+
+import logging
+from typing import Any
+
+from tfm_cls import distributed as D
+from tfm_cls import runs as R
+from tfm_cls.card import write_card
+from tfm_cls.checkpoint import load_weights
+from tfm_cls.classification import ClassificationTask
+from tfm_cls.data import ClassificationData
+from tfm_cls.engine import TrainState
+from tfm_cls.io import write_json, write_text
+from tfm_cls.metrics import confusion, report_text
+from tfm_cls.plots import plot_confusion_matrix, plot_training_curves
+from tfm_cls.predict import evaluate
+from tfm_cls.tasks import MULTI_LABEL, SINGLE_LABEL, THRESHOLDS_FILE
+from tfm_cls.tensorboard import TensorBoardSink
+
+logger = logging.getLogger(__name__)
+
+
+def finish_run(
+    task: ClassificationTask, data: ClassificationData, state: TrainState, epochs_done: float,
+    board: TensorBoardSink | None = None, extra: dict[str, Any] | None = None,
+) -> dict[str, Any]:
+    """Evaluate the best weights on validation and test (when the splits hold one); write metrics
+    (plus `extra`, e.g. a distillation's report), report, figures and the model card (rank 0); the
+    confusion matrix and the resolved config also go to TensorBoard (`board`)."""
+    cfg, model, env, run_dir, splits = task.cfg, task.model, task.env, task.run_dir, task.splits
+    D.on_main(env, load_weights, model, run_dir / R.WEIGHTS_FILE)
+    D.broadcast_module(model, env)  # the other ranks may not see rank 0's disk
+    tc, device = cfg.train, env.device
+    results: dict[str, Any] = {}
+    if task.task_head.task != SINGLE_LABEL:
+        return finish_task_run(task, data, state, epochs_done, board, extra)
+    results["validation"], _ = evaluate(
+        model, splits["validation"], data.labels, tc.eval_batch_size, device, task.pad_id, env=env, amp=task.amp
+    )
+    test = splits.get("test")
+    if test is not None:
+        results["test"], test_logits = evaluate(
+            model, test, data.labels, tc.eval_batch_size, device, task.pad_id, env=env, amp=task.amp
+        )
+        predictions = test_logits.argmax(-1)
+    metrics = {
+        **results,
+        "best_step": state.best_step,
+        "best_metric": tc.best_metric,
+        "steps": state.step,
+        "epochs": epochs_done,
+        "stopped": state.stopped,
+        "train_seconds": state.seconds,
+        "train_tokens_per_second": state.tokens / max(state.seconds, 1e-9),
+        "num_parameters": sum(p.numel() for p in model.parameters()),
+        "device": str(device),
+        "precision": task.amp.name,
+        "world_size": env.world_size,
+        "labels": data.labels,
+        "data": {
+            "source": data.source,
+            "carved_from_train": data.carved,
+            **{f"{name}_examples": len(split) for name, split in splits.items()},
+            "truncated": {name: split.num_truncated for name, split in splits.items()},
+            "empty": {name: split.num_empty for name, split in splits.items()},
+        },
+        **(extra or {}),
+    }
+    if env.is_main:
+        write_json(run_dir / R.METRICS_FILE, metrics)
+        write_json(run_dir / R.HISTORY_FILE, state.history)
+        if test is not None:
+            write_text(run_dir / R.REPORT_FILE, report_text(test.labels, predictions, data.labels))
+            plot_confusion_matrix(
+                confusion(test.labels, predictions, len(data.labels)), data.labels, run_dir / R.CONFUSION_FILE
+            )
+        plot_training_curves(state.history, run_dir / R.CURVES_FILE, tc.best_metric)
+        if board is not None:
+            if test is not None:
+                board.image_file("test/confusion_matrix", run_dir / R.CONFUSION_FILE, state.step)
+            board.text("config", (run_dir / R.CONFIG_FILE).read_text(encoding="utf-8"), state.step)
+        write_card(run_dir)
+    tested = (f" | test accuracy {results['test']['accuracy']:.4f} macro-F1 {results['test']['macro_f1']:.4f}"
+              if test is not None else " (test not scored)")
+    logger.info(
+        "best (step %d): validation accuracy %.4f macro-F1 %.4f%s -> %s",
+        state.best_step, results["validation"]["accuracy"], results["validation"]["macro_f1"], tested, run_dir,
+    )
+    return metrics
+
+
+def finish_task_run(
+    task: ClassificationTask, data: ClassificationData, state: TrainState, epochs_done: float,
+    board: TensorBoardSink | None = None, extra: dict[str, Any] | None = None,
+) -> dict[str, Any]:
+    """finish_run of a multi_label or regression run: thresholds tuned on validation with the best
+    weights (thresholds.json), validation and test metrics, report and figures (rank 0)."""
+    cfg, model, env, run_dir, splits, head = task.cfg, task.model, task.env, task.run_dir, task.splits, task.task_head
+    tc = cfg.train
+    results: dict[str, Any] = {}
+    results["validation"], _ = evaluate(
+        model, splits["validation"], data.labels, tc.eval_batch_size, env.device, task.pad_id, env=env, amp=task.amp,
+        head=head, tune=True,
+    )
+    test = splits.get("test")
+    if test is not None:
+        results["test"], test_logits = evaluate(
+            model, test, data.labels, tc.eval_batch_size, env.device, task.pad_id, env=env, amp=task.amp,
+            head=head,
+        )
+    metrics = {
+        **results, "task": head.task, "best_step": state.best_step, "best_metric": tc.best_metric, "steps": state.step,
+        "epochs": epochs_done, "stopped": state.stopped, "train_seconds": state.seconds,
+        "train_tokens_per_second": state.tokens / max(state.seconds, 1e-9),
+        "num_parameters": sum(p.numel() for p in model.parameters()), "device": str(env.device),
+        "precision": task.amp.name, "world_size": env.world_size, "labels": data.labels,
+        "data": {
+            "source": data.source, "carved_from_train": data.carved,
+            **{f"{name}_examples": len(split) for name, split in splits.items()},
+            "truncated": {name: split.num_truncated for name, split in splits.items()},
+            "empty": {name: split.num_empty for name, split in splits.items()},
+            "pairs": splits["train"].token_type_ids is not None,
+        },
+        **(extra or {}),
+    }
+    if env.is_main:
+        from tfm_cls.metrics import multi_label_report, regression_report
+        from tfm_cls.plots import plot_per_label_f1, plot_regression_scatter
+
+        write_json(run_dir / R.METRICS_FILE, metrics)
+        write_json(run_dir / R.HISTORY_FILE, state.history)
+        if head.task == MULTI_LABEL:
+            write_json(run_dir / THRESHOLDS_FILE, dict(zip(data.labels, map(float, head.current_thresholds(len(data.labels))))))
+        if test is not None and head.task == MULTI_LABEL:
+            write_text(run_dir / R.REPORT_FILE, multi_label_report(test.labels, head.predict(test_logits), data.labels))
+            plot_per_label_f1(results["test"]["per_label"], run_dir / R.PER_LABEL_F1_FILE)
+        elif test is not None:
+            write_text(run_dir / R.REPORT_FILE, regression_report(test.labels, head.scores(test_logits)))
+            plot_regression_scatter(test.labels, head.scores(test_logits), run_dir / R.SCATTER_FILE, data.labels[0])
+        plot_training_curves(state.history, run_dir / R.CURVES_FILE, tc.best_metric)
+        if board is not None:
+            board.text("config", (run_dir / R.CONFIG_FILE).read_text(encoding="utf-8"), state.step)
+        write_card(run_dir)
+    shown = results.get("test", results["validation"])
+    summary = ", ".join(f"{k} {shown[k]:.4f}" for k in head.summary_keys)
+    logger.info("best (step %d): %s %s -> %s", state.best_step, "test" if test is not None else "validation",
+                summary, run_dir)
+    return metrics
