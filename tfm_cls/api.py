@@ -3,7 +3,7 @@
     from tfm_cls import TextClassifier
 
     clf = TextClassifier("trec", train__lr=1e-3, model__num_layers=3)   # stores its arguments only
-    clf.fit(texts, labels)            # tfm_cls.train.train into a run directory -> self, classes_
+    clf.fit(texts, labels)            # tfm_cls.train.train(cfg, data) into a run directory -> self, classes_
     clf.predict(["what is a dog?"])   # labels as given to fit (str or int)
     clf.save("runs/mine"); TextClassifier.load("runs/mine").predict_proba(texts)
     clf.export_onnx("model.onnx")     # exported and verified against the PyTorch model
@@ -13,11 +13,12 @@ Config overrides are keyword arguments whose dotted key is written with `__` (`t
 parameter, so `sklearn.base.clone`, `GridSearchCV(param_grid={"train__lr": [...]})` and
 `cross_val_score` work. They are checked (like every config) when `fit` builds the config.
 
-`fit` writes the texts as a local jsonl data folder (RUN/data: train, validation, and labels.json
-with the class names) and runs the same `train` as the command line, in `run_dir` (a temporary
-folder owned by the estimator unless given). Without `validation`, a stratified seeded share
-(`data.validation_fraction`) of the texts is held out to select the best weights; the estimator
-never carves a test split out of the texts (it does not score test: use `score`).
+`fit` hands the texts to the same `train` as the command line, in memory (tfm_cls.data.
+data_from_rows: the checks and label encoding of data files; config.yaml says `data.name:
+in-memory`), in `run_dir` (a temporary folder owned by the estimator unless given). Without
+`validation`, a stratified seeded share (`data.validation_fraction`) of the texts is held out to
+select the best weights; the estimator never carves a test split out of the texts (the run scores
+validation only: use `score`).
 
 What differs between task types lives in a `Targets` object (today `SingleLabelTargets`: one
 class per text); sentence pairs or multi-label targets plug in as another `Targets` (how labels
@@ -42,13 +43,16 @@ from sklearn.exceptions import NotFittedError
 
 from tfm_cls import runs as R
 from tfm_cls.errors import TfmClsError
-from tfm_cls.io import read_json, write_json, write_text
+from tfm_cls.io import read_json, write_json
 
 logger = logging.getLogger(__name__)
 
 CLASSES_FILE = "classes.json"
 """The classes as given to `fit` (ints stay ints), in index order; labels.json holds their names."""
 DATA_DIR = "data"
+"""Where fit wrote its texts as jsonl before it handed them over in memory; `save` leaves such a copy out."""
+SOURCE = "TextClassifier.fit (texts in memory)"
+"""What metrics.json and the model card say the data were."""
 _FIXED_PARAMS = ("config", "run_dir")
 
 
@@ -172,6 +176,7 @@ class TextClassifier(ClassifierMixin, BaseEstimator):
     def fit(self, texts: Any, labels: Any, validation: tuple[Any, Any] | None = None) -> TextClassifier:
         """Train on `texts` / `labels` (validation: (texts, labels) to select the best weights; None:
         a stratified share of the texts); returns self with classes_, run_dir_ and metrics_."""
+        from tfm_cls.data import IN_MEMORY, data_from_rows
         from tfm_cls.train import train
 
         texts = check_texts(texts)
@@ -194,18 +199,13 @@ class TextClassifier(ClassifierMixin, BaseEstimator):
             run_dir = Path(self._tmp.name) / "run"
         else:
             run_dir = Path(self.run_dir)
-        data_dir = run_dir / DATA_DIR
-        _write_jsonl(data_dir / "train.jsonl", rows)
-        _write_jsonl(data_dir / "validation.jsonl", val_rows)
-        # A test file keeps load_data from carving a test split out of the training texts; the
-        # run drops it unscored (score_test=False): the estimator has no test set of its own.
-        _write_jsonl(data_dir / "test.jsonl", val_rows)
-        write_json(data_dir / "labels.json", targets.names())
         cfg = self.build_config([
-            f"data.path={data_dir}", "data.text_columns=[text]", "data.label_column=label", "data.rename_columns={}",
-            f"run_dir={run_dir}",
+            f"data.name={IN_MEMORY}", "data.config_name=null", "data.path=null", "data.text_columns=[text]",
+            "data.label_column=label", "data.rename_columns={}", f"run_dir={run_dir}",
         ])
-        self.metrics_ = train(cfg, overwrite=True, score_test=False)
+        # No test split: the estimator has no test set of its own, and none is carved from the texts.
+        data = data_from_rows(cfg.data, rows, val_rows, labels=targets.names(), source=SOURCE)
+        self.metrics_ = train(cfg, data, overwrite=True)
         write_json(run_dir / CLASSES_FILE, _plain(targets.classes.tolist()))
         self._set_fitted(run_dir, targets)
         return self
@@ -331,7 +331,3 @@ def _hold_out(rows: list[dict[str, Any]], fraction: float, seed: int) -> tuple[l
     stratify = labels if counts[counts > 0].min() >= 2 else None
     train_rows, val_rows = train_test_split(rows, test_size=n_val, random_state=seed, stratify=stratify)
     return train_rows, val_rows
-
-
-def _write_jsonl(path: Path, rows: list[dict[str, Any]]) -> None:
-    write_text(path, "".join(json.dumps(r, ensure_ascii=False) + "\n" for r in rows))

@@ -149,7 +149,8 @@ def render_card(run_dir: str | Path) -> str:
                    f"of {metrics.get('steps')}; {metrics.get('epochs', 0):.2f} epochs, stopped: {metrics.get('stopped')}, "
                    f"{metrics.get('train_seconds', 0):.0f} s of training on {metrics.get('device')}).")
         if "test" not in metrics:
-            out.append("This run did not score a test split (a tuning trial: validation only).")
+            out.append("This run did not score a test split (validation only: a tuning trial, or a TextClassifier fit on "
+                       "texts of its own).")
         out += ["", *_metrics_table(metrics, evaluations)]
         if not metrics.get("baselines"):
             out += ["", "No TF-IDF baseline was computed by this run (see `benchmarks/bench_accuracy.py`)."]

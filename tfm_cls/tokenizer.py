@@ -9,8 +9,10 @@ deployment needs.
 
 from __future__ import annotations
 
+import dataclasses
 import logging
 import math
+import typing
 from collections.abc import Iterable, Sequence
 from pathlib import Path
 
@@ -27,6 +29,8 @@ logger = logging.getLogger(__name__)
 PAD, UNK, CLS, SEP, MASK = "[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]"
 SPECIAL_TOKENS = [PAD, UNK, CLS, SEP, MASK]  # ids 0..4, in this order
 PAD_ID = 0
+
+C = typing.TypeVar("C")
 
 
 def _new_tokenizer(cfg: TokenizerConfig) -> tuple[Tokenizer, trainers.Trainer]:
@@ -225,6 +229,16 @@ def auto_max_length(
         100.0 * float((lengths > chosen).mean()),
     )
     return chosen
+
+
+def resolved_lengths(cfg: C, max_length: int, max_len: int | str) -> C:
+    """`cfg` (a ClassifierConfig, or any config with tokenizer and model sections, e.g. a
+    DistillConfig) with tokenizer.max_length and model.max_len set to the numbers chosen for them."""
+    try:
+        tokenizer = dataclasses.replace(cfg.tokenizer, max_length=max_length)
+        return dataclasses.replace(cfg, tokenizer=tokenizer, model=dataclasses.replace(cfg.model, max_len=max_len))
+    except ValueError as err:  # e.g. a stride no longer smaller than the window chosen
+        raise ConfigError(f"with tokenizer.max_length auto = {max_length}: {err}") from None
 
 
 def long_text_of(cfg: TokenizerConfig, inference: InferenceConfig, **overrides) -> LongText:

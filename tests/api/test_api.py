@@ -6,6 +6,7 @@ import json
 
 import numpy as np
 import pytest
+import yaml
 from api_tiny import CLASSES, make_texts, tiny_kwargs
 from sklearn.base import clone
 from sklearn.exceptions import NotFittedError
@@ -64,14 +65,15 @@ def test_fit_returns_self_and_trains_through_train(fitted):
     assert returned is clf
     assert list(clf.classes_) == sorted(set(LABELS))
     assert json.loads((run_dir / "labels.json").read_text()) == sorted(set(LABELS))
-    data = run_dir / "data"  # the texts as a local jsonl folder inside the run directory
-    rows = [json.loads(line) for line in (data / "train.jsonl").read_text().splitlines()]
-    rows += [json.loads(line) for line in (data / "validation.jsonl").read_text().splitlines()]
-    assert sorted(r["text"] for r in rows) == sorted(TEXTS)
-    assert json.loads((data / "labels.json").read_text()) == CLASSES
+    assert not (run_dir / "data").exists()  # the texts reach train in memory, not as files
+    config = yaml.safe_load((run_dir / "config.yaml").read_text())
+    assert config["data"]["name"] == "in-memory" and config["data"]["path"] is None
     metrics = json.loads((run_dir / "metrics.json").read_text())
     assert metrics == clf.metrics_ and "test" not in metrics  # the estimator never scores a test split
     assert metrics["data"]["validation_examples"] == 9 and metrics["data"]["train_examples"] == 81
+    assert "test_examples" not in metrics["data"] and metrics["data"]["carved_from_train"] == []
+    assert metrics["data"]["source"] == "TextClassifier.fit (texts in memory)"
+    assert not (run_dir / "report.txt").exists()  # the report and confusion matrix are of a test split
     assert (run_dir / "README.md").is_file() and (run_dir / "config.yaml").is_file()
 
 
@@ -112,16 +114,24 @@ def test_save_load_and_export_onnx(fitted, tmp_path):
         clf.save(saved)
 
 
-def test_pipeline_with_a_cleaning_step(tmp_path):
+def test_pipeline_with_a_cleaning_step(tmp_path, monkeypatch):
+    import tfm_cls.train as T
+
     def clean(texts):
         return [t.lower().replace("!", "").strip() for t in texts]
 
+    trained_on, train = [], T.train
+
+    def spy_train(cfg, data=None, **kwargs):
+        trained_on.extend(t for split in data.splits.values() for t in split["text"])
+        return train(cfg, data, **kwargs)
+
+    monkeypatch.setattr(T, "train", spy_train)
     noisy = [t.upper() + " !!" for t in TEXTS]
     pipe = Pipeline([("clean", FunctionTransformer(clean)),
                      ("clf", TextClassifier("trec", run_dir=str(tmp_path / "run"), **tiny_kwargs()))])
     pipe.fit(noisy, LABELS)
-    first = json.loads((tmp_path / "run" / "data" / "train.jsonl").read_text().splitlines()[0])["text"]
-    assert first == first.lower() and "!" not in first  # the estimator was fit on the cleaned texts
+    assert sorted(trained_on) == sorted(clean(noisy))  # the estimator was fit on the cleaned texts, all of them
     assert pipe.score([t.upper() + " !!" for t in TEST_TEXTS], TEST_LABELS) > 0.8
 
 

@@ -103,6 +103,8 @@ def test_trials_never_touch_the_test_split(tmp_path, monkeypatch):
     pytest.importorskip("optuna")
     from api_tiny import make_texts, write_split, write_tiny_data
 
+    import tfm_cls.classification as task_module
+    import tfm_cls.finish as finish_module
     import tfm_cls.train as T
     from tfm_cls.tune import tune
 
@@ -110,7 +112,7 @@ def test_trials_never_touch_the_test_split(tmp_path, monkeypatch):
     texts, labels = make_texts(13, 5)
     write_split(data / "test.jsonl", [t + " zzsentinel" for t in texts], labels)
     seen_splits, seen_sizes = [], []
-    tokenize, evaluate = T.tokenize_splits, T.evaluate
+    tokenize, evaluate = T.tokenize_splits, finish_module.evaluate
 
     def spy_tokenize(splits, tokenizer, *args, **kwargs):
         seen_splits.extend(splits)
@@ -122,7 +124,8 @@ def test_trials_never_touch_the_test_split(tmp_path, monkeypatch):
         return evaluate(model, split, *args, **kwargs)
 
     monkeypatch.setattr(T, "tokenize_splits", spy_tokenize)
-    monkeypatch.setattr(T, "evaluate", spy_evaluate)
+    monkeypatch.setattr(task_module, "evaluate", spy_evaluate)  # validation during training
+    monkeypatch.setattr(finish_module, "evaluate", spy_evaluate)  # the best weights at the end
     cfg = load_config(TuneConfig, str(tune_yaml(tmp_path / "t.yaml", data, tmp_path / "run", trials=2)))
     result = tune(cfg)
     assert set(seen_splits) == {"train", "validation"} and seen_sizes and 13 not in seen_sizes

@@ -59,11 +59,12 @@ def test_each_epoch_trains_on_one_window_of_every_text(long_data, tmp_path):
     from tiny_topics import tiny_overrides
 
     from tfm_cls import distributed as D
+    from tfm_cls.classification import ClassificationTask
     from tfm_cls.data import load_data
     from tfm_cls.precision import Precision
     from tfm_cls.runs import build_model
     from tfm_cls.tokenizer import long_text_of, train_tokenizer
-    from tfm_cls.train import ClassificationTask, train
+    from tfm_cls.train import train
 
     keys = ["tokenizer.max_length=12", "model.max_len=12", "train.window=random", "tokenizer.stride=4",
             "train.epochs=2"]

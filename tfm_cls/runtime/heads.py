@@ -57,6 +57,8 @@ class SingleLabel:
     """The graph output that holds the scores users see."""
     chunkable: ClassVar[bool] = True
     """Long texts may be classified as windows whose scores are aggregated."""
+    decision_fields: ClassVar[tuple[str, ...]] = ()
+    """The ExportMetadata fields that hold this head's decision rule (written for this head only)."""
 
     def num_outputs(self, num_labels: int) -> int:
         """The width of the logits for `num_labels` label names."""
@@ -118,6 +120,7 @@ class MultiLabel(SingleLabel):
     task: ClassVar[str] = MULTI_LABEL
     onnx_task: ClassVar[str] = "multi-label-classification"
     chunkable: ClassVar[bool] = False
+    decision_fields: ClassVar[tuple[str, ...]] = ("ensure_label", "thresholds", "fixed_threshold")
     fixed_threshold: float = 0.5
     ensure_label: bool = True
     thresholds: np.ndarray | None = None

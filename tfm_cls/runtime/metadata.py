@@ -16,6 +16,7 @@ from typing import Any
 
 from tfm_cls.errors import InferenceError
 from tfm_cls.io import file_sha256
+from tfm_cls.runtime.heads import RUNTIME_HEADS
 from tfm_cls.runtime.text import LongText
 
 FORMAT_KEY = "tfm_cls.format"
@@ -59,8 +60,8 @@ LONG_TEXT_KEY = FIELD_KEYS["long_text"]
 _JSON_FIELDS = {"model_config", "export_sizes", "labels", "ensure_label", "thresholds", "fixed_threshold",
                 "text_pair", "fusions", "quantization"}
 _INT_FIELDS = {"max_length", "opset", "bos_id", "eos_id"}
-# The decision rule of a multi-label file: written (all three) exactly when its head is multi_label.
-_MULTI_LABEL_FIELDS = ("ensure_label", "thresholds", "fixed_threshold")
+# The fields of a head's decision rule: written exactly when the file's head has them.
+_DECISION_FIELDS = {name for head in RUNTIME_HEADS.values() for name in head.decision_fields}
 # What a classifier export cannot be run without.
 CLASSIFIER_REQUIRED = ("labels", "max_length", "model_config", "tokenizer")
 
@@ -117,10 +118,11 @@ class ExportMetadata:
     def to_props(self) -> dict[str, str]:
         """The ONNX metadata_props of these values (strings; absent fields left out)."""
         props = {}
+        decision = RUNTIME_HEADS[self.head].decision_fields if self.head in RUNTIME_HEADS else ()
         for key, name in KEYS.items():
             value = getattr(self, name)
-            if name in _MULTI_LABEL_FIELDS:
-                if self.head != "multi_label":
+            if name in _DECISION_FIELDS:
+                if name not in decision:
                     continue
             elif value is None:
                 continue
