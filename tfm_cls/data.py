@@ -14,7 +14,6 @@ from __future__ import annotations
 
 import dataclasses
 import importlib.util
-import json
 import logging
 import os
 import socket
@@ -23,11 +22,11 @@ from pathlib import Path
 from typing import Any
 from urllib.parse import urlparse
 
-import numpy as np
 from datasets import ClassLabel, Dataset, DatasetDict, load_dataset
 
 from tfm_cls.config import BBC_CORPUS, DataConfig
 from tfm_cls.errors import DataError
+from tfm_cls.targets import targets_of
 
 logger = logging.getLogger(__name__)
 
@@ -187,18 +186,6 @@ def _load_hub(cfg: DataConfig) -> tuple[DatasetDict, None, str]:
 # ---- columns and labels ------------------------------------------------------------------------------
 
 
-def _read_label_names(path: Path) -> list[str]:
-    try:
-        names = json.loads(path.read_text(encoding="utf-8"))
-    except (OSError, json.JSONDecodeError) as err:
-        raise DataError(f"{path}: cannot read class names ({err})") from err
-    if isinstance(names, dict):  # {name: index}
-        names = [name for name, _ in sorted(names.items(), key=lambda kv: kv[1])]
-    if not isinstance(names, list) or not names or not all(isinstance(n, str) for n in names):
-        raise DataError(f"{path}: expected a JSON list of class names in index order, got {str(names)[:100]}")
-    return names
-
-
 def _select_columns(dsd: DatasetDict, cfg: DataConfig, source: str) -> DatasetDict:
     """Rename, check the configured columns exist, join text columns into `text`, keep `label`."""
     out = {}
@@ -228,83 +215,6 @@ def _select_columns(dsd: DatasetDict, cfg: DataConfig, source: str) -> DatasetDi
             ds = ds.rename_column(cfg.label_column, "label")
         out[split] = ds
     return DatasetDict(out)
-
-
-def _encode_labels(
-    dsd: DatasetDict, labels_file: Path | None, source: str, given_names: list[str] | None = None,
-) -> tuple[DatasetDict, list[str]]:
-    """Map every split's labels to 0..C-1 and cast to ClassLabel; names from the ClassLabel
-    feature, else labels.json (or `given_names`, read the same way), else the sorted distinct
-    training labels."""
-    feature = dsd["train"].features["label"]
-    values = {split: ds["label"] for split, ds in dsd.items()}
-    for split, vals in values.items():
-        bad = [v for v in vals if v is None or (isinstance(v, (int, np.integer)) and v < 0)]
-        if bad:
-            raise DataError(f"{source} ({split} split): {len(bad)} example(s) without a label (e.g. {bad[0]!r})")
-    if isinstance(feature, ClassLabel):
-        names, to_id = list(feature.names), None
-    elif labels_file is not None or given_names is not None:
-        names = list(given_names) if given_names is not None else _read_label_names(labels_file)
-        to_id = {name: i for i, name in enumerate(names)}
-        to_id.update({i: i for i in range(len(names))})
-    else:
-        _refuse_mixed_labels(values, source)
-        distinct = sorted(set(values["train"]), key=lambda v: (isinstance(v, str), v))
-        names = [str(v) for v in distinct]
-        to_id = {v: i for i, v in enumerate(distinct)}
-    if to_id is not None:
-        for split, vals in values.items():
-            unknown = sorted({v for v in vals if v not in to_id}, key=str)
-            if unknown:
-                where = (f"{labels_file}" if labels_file is not None
-                         else "the given labels" if given_names is not None else "the training split")
-                raise DataError(
-                    f"{source} ({split} split): label(s) {unknown[:10]} not in the classes of {where} ({names[:20]})"
-                )
-        values = {split: [to_id[v] for v in vals] for split, vals in values.items()}
-    seen = set(values["train"])
-    if len(seen) < 2:
-        raise DataError(
-            f"{source} (train split): only {len(seen)} class ({[names[i] for i in seen]}) in {len(values['train'])} "
-            "examples; a classifier needs at least two classes (check data.label_column and the data)"
-        )
-    for split in ("validation", "test"):
-        if split in values:
-            unseen = sorted(set(values[split]) - seen)
-            if unseen:
-                raise DataError(
-                    f"{source} ({split} split): label(s) {[names[i] for i in unseen]} never occur in the training split; "
-                    "the model could not learn them"
-                )
-    class_label = ClassLabel(names=names)
-    out = {}
-    for split, ds in dsd.items():
-        ds = ds.remove_columns("label").add_column("label", values[split])
-        out[split] = ds.cast_column("label", class_label)
-    return DatasetDict(out), names
-
-
-def _is_integer_like(value: Any) -> bool:
-    if isinstance(value, (int, np.integer)) and not isinstance(value, bool):
-        return True
-    return isinstance(value, str) and value.strip().lstrip("-").isdigit()
-
-
-def _refuse_mixed_labels(values: dict[str, list[Any]], source: str) -> None:
-    """Without labels.json, integer labels (0, "1") and names ("sports") in one dataset would
-    silently become different classes (`0` and `"sports"` may be the same): refuse, showing both."""
-    numbers: dict[str, Any] = {}
-    names: dict[str, Any] = {}
-    for split, vals in values.items():
-        for v in vals:
-            (numbers if _is_integer_like(v) else names).setdefault(repr(v), (split, v))
-    if numbers and names:
-        show = lambda d: ", ".join(f"{v!r} ({split})" for split, v in list(d.values())[:5])  # noqa: E731
-        raise DataError(
-            f"{source}: labels mix integers ({show(numbers)}) and names ({show(names)}); use one kind, or add a "
-            "labels.json (class names in index order) beside the data so integers are indices into it"
-        )
 
 
 def check_utf8(path: str | Path) -> None:
@@ -386,9 +296,8 @@ def _columns_and_labels(
     """The configured columns selected and joined into `text` (+ `text_pair`), and the labels
     checked and encoded for data.task; the class names."""
     dsd = _select_columns(dsd, cfg, source)
-    if cfg.task == "single_label":
-        return _encode_labels(dsd, labels_file, source, given_names)
-    return _encode_task_labels(dsd, cfg, labels_file, source, given_names)
+    where = {split: _split_where(cfg, source, split) for split in dsd}
+    return targets_of(cfg.task).encode(dsd, cfg, source, where, labels_file, given_names)
 
 
 def data_from_rows(
@@ -436,29 +345,7 @@ def load_eval_split(cfg: DataConfig, path: str | Path, split: str, labels: list[
     except Exception as err:
         raise DataError(f"{file}: could not read it: {err}") from err
     ds = _select_columns(DatasetDict(eval=ds), cfg, str(file))["eval"]
-    if cfg.task != "single_label":
-        return _task_label_column(ds, cfg, labels, str(file), "eval")
-    values = ds["label"]
-    feature = ds.features["label"]
-    names = list(feature.names) if isinstance(feature, ClassLabel) else (
-        _read_label_names(labels_file) if labels_file.is_file() else None
-    )
-    index = {name: i for i, name in enumerate(labels)}
-    mapped = []
-    for v in values:
-        if isinstance(v, str):
-            name = v
-        elif isinstance(v, (int, np.integer)) and names is not None and 0 <= v < len(names):
-            name = names[v]
-        elif isinstance(v, (int, np.integer)) and 0 <= v < len(labels):
-            name = labels[v]  # bare ids: the run's own index space
-        else:
-            raise DataError(f"{file}: label {v!r} is not a class of this run ({labels})")
-        if name not in index:
-            raise DataError(f"{file}: label {name!r} is not a class of this run ({labels})")
-        mapped.append(index[name])
-    ds = ds.remove_columns("label").add_column("label", mapped)
-    return ds.cast_column("label", ClassLabel(names=labels))
+    return targets_of(cfg.task).encode_eval(ds, cfg, labels, labels_file, file)
 
 
 # ---- sentence pairs, multi-label and regression targets (data.task, data.text_pair_column) ---------
@@ -489,105 +376,3 @@ def _second_texts(ds: Dataset, column: str, where: str) -> Dataset:
     return ds.remove_columns(column).add_column("text_pair", [str(v) for v in values])
 
 
-def _label_names_of(value: Any, delimiter: str) -> list[Any]:
-    """One multi-label cell as a list: a list of ids / names, or names in a delimited string."""
-    if value is None:
-        return []
-    if isinstance(value, str):
-        return [part.strip() for part in value.split(delimiter) if part.strip()]
-    if isinstance(value, (list, tuple)):
-        return list(value)
-    return [value]  # a bare id
-
-
-def _multi_hot(values: list[Any], names: list[str], cfg: DataConfig, where: str) -> list[list[int]]:
-    index = {name: i for i, name in enumerate(names)}
-    rows = []
-    for row, value in enumerate(values, 1):
-        ids = []
-        for item in _label_names_of(value, cfg.label_delimiter):
-            if isinstance(item, str) and item in index:
-                ids.append(index[item])
-            elif isinstance(item, (int, np.integer)) and not isinstance(item, bool) and 0 <= item < len(names):
-                ids.append(int(item))
-            elif isinstance(item, str) and item.lstrip("-").isdigit() and 0 <= int(item) < len(names):
-                ids.append(int(item))
-            else:
-                raise DataError(
-                    f"{where}, row {row}: unknown label {item!r}; expected a name of {names[:30]} "
-                    f"or an id in 0..{len(names) - 1}"
-                )
-        if not ids and not cfg.allow_empty_labels:
-            raise DataError(
-                f"{where}, row {row}: empty label list; every multi-label example needs at least one label "
-                "(or set data.allow_empty_labels=true)"
-            )
-        hot = [0] * len(names)
-        for i in ids:
-            hot[i] = 1
-        rows.append(hot)
-    return rows
-
-
-def _floats(values: list[Any], where: str) -> list[float]:
-    out = []
-    for row, value in enumerate(values, 1):
-        try:
-            number = float(value) if not isinstance(value, bool) else float("nan")
-        except (TypeError, ValueError):
-            number = float("nan")
-        if not np.isfinite(number):
-            raise DataError(f"{where}, row {row}: regression target {value!r} is not a finite number")
-        out.append(number)
-    return out
-
-
-def _task_label_column(ds: Dataset, cfg: DataConfig, names: list[str], where: str, split: str) -> Dataset:
-    """Replace `label` by the task's target: multi-hot [C] ints (multi_label) or a float (regression)."""
-    from datasets import Sequence, Value
-
-    values = ds["label"]
-    ds = ds.remove_columns("label")
-    if cfg.task == "multi_label":
-        ds = ds.add_column("label", _multi_hot(values, names, cfg, where))
-        return ds.cast_column("label", Sequence(Value("int8"), length=len(names)))
-    ds = ds.add_column("label", _floats(values, where))
-    return ds.cast_column("label", Value("float32"))
-
-
-def _multi_label_names(
-    dsd: DatasetDict, cfg: DataConfig, labels_file: Path | None, source: str, given_names: list[str] | None = None,
-) -> list[str]:
-    """Label names: `given_names`, labels.json, else a ClassLabel-of-a-list feature, else every name in train, sorted."""
-    if given_names is not None:
-        return list(given_names)
-    if labels_file is not None:
-        return _read_label_names(labels_file)
-    feature = dsd["train"].features["label"]
-    inner = getattr(feature, "feature", None)
-    if isinstance(inner, ClassLabel):
-        return list(inner.names)
-    seen = {item for value in dsd["train"]["label"] for item in _label_names_of(value, cfg.label_delimiter)}
-    if any(not isinstance(v, str) for v in seen):
-        raise DataError(
-            f"{source}: multi-label ids without label names; put a labels.json (the names in id order) beside the data"
-        )
-    return sorted(seen)
-
-
-def _encode_task_labels(
-    dsd: DatasetDict, cfg: DataConfig, labels_file: Path | None, source: str, given_names: list[str] | None = None,
-) -> tuple[DatasetDict, list[str]]:
-    """Targets of a multi_label or regression dataset, checked row by row; the names: the
-    labels (multi_label) or the label column's name (regression, one output)."""
-    if cfg.task == "multi_label":
-        names = _multi_label_names(dsd, cfg, labels_file, source, given_names)
-    else:
-        names = [cfg.label_column]
-    out = {split: _task_label_column(ds, cfg, names, _split_where(cfg, source, split), split) for split, ds in dsd.items()}
-    if cfg.task == "multi_label":
-        counts = np.asarray(out["train"]["label"], dtype=np.int64).sum(axis=0)
-        never = [names[i] for i in np.flatnonzero(counts == 0)]
-        if never:
-            logger.warning("%s: label(s) %s never occur in the training split", source, never)
-    return DatasetDict(out), names
