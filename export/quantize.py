@@ -28,7 +28,7 @@ from onnxruntime.quantization import QuantType, quantize_dynamic
 from tfm_cls.errors import InferenceError, QuantizeError
 from tfm_cls.io import write_json
 from tfm_cls.runtime.classifier import Classifier
-from tfm_cls.runtime.readers import Stats, decoded_lines
+from tfm_cls.runtime.readers import Stats, decoded_lines, json_lines
 
 logger = logging.getLogger(__name__)
 
@@ -144,13 +144,7 @@ def _labelled_rows(path: Path, need: list[str]) -> Iterator[tuple[str, dict]]:
     with path.open("rb") as f:
         lines = decoded_lines(f, str(path), "error", Stats())
         if path.suffix.lower() in (".jsonl", ".ndjson"):
-            for lineno, line in lines:
-                if not line.strip():
-                    continue
-                try:
-                    obj = json.loads(line)
-                except json.JSONDecodeError as err:
-                    raise QuantizeError(f"{path}:{lineno}: not valid JSON ({err.msg})") from None
+            for lineno, obj in json_lines(lines, str(path)):
                 if not isinstance(obj, dict) or any(k not in obj for k in need):
                     raise QuantizeError(f"{path}:{lineno}: expected an object with {need}")
                 yield f"{path}:{lineno}", obj

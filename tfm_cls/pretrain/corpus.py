@@ -13,7 +13,6 @@ from __future__ import annotations
 
 import dataclasses
 import hashlib
-import json
 import logging
 import re
 import unicodedata
@@ -30,7 +29,7 @@ from tfm_cls.errors import (
     InferenceError,  # the one line reader
 )
 from tfm_cls.pretrain.config import ExtraTextConfig, PretrainConfig
-from tfm_cls.runtime.readers import Stats, decoded_lines
+from tfm_cls.runtime.readers import Stats, decoded_lines, json_lines
 
 logger = logging.getLogger(__name__)
 
@@ -143,13 +142,11 @@ def read_text_file(path: str | Path, text_field: str = "text") -> list[str]:
     if suffix == ".txt":
         return [line.strip() for _, line in lines if line.strip()]
     texts: list[str] = []
-    for lineno, line in lines:
-        if not line.strip():
-            continue
-        try:
-            obj = json.loads(line)
-        except json.JSONDecodeError as err:
-            raise CorpusError(f"{path}:{lineno}: not a JSON object ({err.msg})") from err
+    try:
+        objects = list(json_lines(lines, str(path)))
+    except InferenceError as err:
+        raise CorpusError(str(err)) from None
+    for lineno, obj in objects:
         if not isinstance(obj, dict) or text_field not in obj:
             keys = sorted(obj) if isinstance(obj, dict) else type(obj).__name__
             raise CorpusError(f"{path}:{lineno}: expected an object with field {text_field!r}, got {keys}")

@@ -14,6 +14,7 @@ import os
 import sys
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, field
+from typing import Any
 
 from tfm_cls.errors import InferenceError
 
@@ -91,6 +92,19 @@ def decoded_lines(stream, name: str, invalid_utf8: str, stats: Stats) -> Iterato
             line = line.removeprefix("\ufeff")  # a byte-order mark is not part of the text
         offset += size
         yield lineno, line
+
+
+def json_lines(lines: Iterable[tuple[int, str]], name: str) -> Iterator[tuple[int, Any]]:
+    """(line number, value) of every non-blank line of a JSONL file, from its `decoded_lines`; a
+    line that does not parse is an InferenceError naming `name` and the line."""
+    for lineno, line in lines:
+        if not line.strip():
+            continue
+        try:
+            value = json.loads(line)
+        except json.JSONDecodeError as err:
+            raise InferenceError(f"{name}:{lineno}: not valid JSON ({err.msg})") from None
+        yield lineno, value
 
 
 def read_records(
