@@ -291,20 +291,7 @@ class Engine:
                 if budget is not None:
                     total_steps = affordable_total_steps(state.step, state.seconds, rate_start, budget, planned_steps)
                 if state.step % cfg.log_every == 0 or state.position >= len(batches):
-                    state.loss_sum += self.pending_loss.take()
-                    now = time.perf_counter()
-                    tokens_per_s = window_tokens / max(now - window_start, 1e-9)
-                    mean_loss = state.loss_sum / max(state.loss_count, 1)
-                    self._require_finite(mean_loss, "train loss")
-                    state.history["train"].append({"step": state.step, "loss": mean_loss, "lr": cfg.lr * scale})
-                    self._report(state.step, {"train/loss": mean_loss, "train/lr": cfg.lr * scale,
-                                              "train/tokens_per_second": tokens_per_s})
-                    bar.set_postfix(loss=f"{mean_loss:.4f}", lr=f"{cfg.lr * scale:.2e}", tok_s=f"{tokens_per_s:,.0f}")
-                    # Without a bar (stderr not a terminal, or progress off) the log line says it.
-                    logger.log(logging.DEBUG if not bar.disable else logging.INFO,
-                               "step %d %s loss %.4f lr %.3e tokens/s %.0f", state.step, task.name, mean_loss,
-                               cfg.lr * scale, tokens_per_s)
-                    state.loss_sum, state.loss_count, window_tokens, window_start = 0.0, 0, 0, now
+                    window_start, window_tokens = self._log_train(bar, cfg.lr * scale, window_tokens, window_start), 0
                 if task.has_validation and cfg.eval_every and state.step % cfg.eval_every == 0:
                     self._evaluate()
                 state.stopped = stop_reason(cfg, state.step, state.seconds, planned_steps) or state.stopped
@@ -319,11 +306,33 @@ class Engine:
                 if task.has_validation and not cfg.eval_every and state.last_eval_step != state.step:
                     self._evaluate()
                 self._checkpoint()
+        return self._end_fit()
+
+    def _log_train(self, bar: tqdm, lr: float, window_tokens: int, window_start: float) -> float:
+        """Log the mean train loss since the last log line (history, sinks, bar or log); returns now."""
+        state, task = self.state, self.task
+        state.loss_sum += self.pending_loss.take()
+        now = time.perf_counter()
+        tokens_per_s = window_tokens / max(now - window_start, 1e-9)
+        mean_loss = state.loss_sum / max(state.loss_count, 1)
+        self._require_finite(mean_loss, "train loss")
+        state.history["train"].append({"step": state.step, "loss": mean_loss, "lr": lr})
+        self._report(state.step, {"train/loss": mean_loss, "train/lr": lr, "train/tokens_per_second": tokens_per_s})
+        bar.set_postfix(loss=f"{mean_loss:.4f}", lr=f"{lr:.2e}", tok_s=f"{tokens_per_s:,.0f}")
+        # Without a bar (stderr not a terminal, or progress off) the log line says it.
+        logger.log(logging.DEBUG if not bar.disable else logging.INFO,
+                   "step %d %s loss %.4f lr %.3e tokens/s %.0f", state.step, task.name, mean_loss, lr, tokens_per_s)
+        state.loss_sum, state.loss_count = 0.0, 0
+        return now
+
+    def _end_fit(self) -> TrainState:
+        """The last evaluation (or, without validation, the weights), the last checkpoint, the stop reason."""
+        state, task, cfg = self.state, self.task, self.cfg
         state.stopped = state.stopped or f"completed {cfg.epochs} epochs"
         if task.has_validation:
             if state.last_eval_step != state.step or state.best_step < 0:
                 self._evaluate()
-        elif env.is_main:
+        elif self.env.is_main:
             task.save_best()
         self._checkpoint()
         # Release DDP's reducer (it holds the process group, which teardown destroys) and the optimizer state.
