@@ -27,9 +27,20 @@ logger = logging.getLogger(__name__)
 EVALUATIONS_FILE = "evaluations.json"
 """`tfm-cls eval` results of a run ({"<data> (<split>)": metrics}), shown on the card."""
 ONNX_FILE = R.ONNX_FILE
-METRIC_NAMES = {"accuracy": "Accuracy", "macro_f1": "Macro-F1", "loss": "Loss"}
-"""Metrics of the card's table, in order."""
-HF_METRIC_TYPES = {"accuracy": "accuracy", "macro_f1": "f1", "loss": "loss"}
+METRIC_NAMES = {"accuracy": "Accuracy", "macro_f1": "Macro-F1", "micro_f1": "Micro-F1",
+                "subset_accuracy": "Subset accuracy", "pearson": "Pearson", "spearman": "Spearman", "mse": "MSE",
+                "loss": "Loss"}
+"""The title of each metric a head reports (its `summary_keys`)."""
+HF_METRIC_TYPES = {"accuracy": "accuracy", "macro_f1": "f1", "micro_f1": "f1", "subset_accuracy": "accuracy",
+                   "pearson": "pearsonr", "spearman": "spearmanr", "mse": "mse", "loss": "loss"}
+
+
+def card_metrics(config: dict[str, Any]) -> tuple[str, ...]:
+    """The metrics of the card's table, in order: the run's head's summary (loss last)."""
+    from tfm_cls.tasks import HEAD_TYPES
+
+    keys = HEAD_TYPES[config.get("data", {}).get("task", "single_label")].summary_keys
+    return (*(k for k in keys if k != "loss"), "loss")
 
 
 def _read_optional(path: Path) -> Any:
@@ -47,7 +58,7 @@ def record_evaluation(run_dir: str | Path, source: str, metrics: dict[str, Any])
     """Keep one `tfm-cls eval` result in RUN/evaluations.json (the latest per data source)."""
     path = Path(run_dir) / EVALUATIONS_FILE
     evaluations = _read_optional(path) or {}
-    evaluations[source] = {k: metrics[k] for k in ("accuracy", "macro_f1", "loss", "num_examples") if k in metrics}
+    evaluations[source] = {k: metrics[k] for k in (*METRIC_NAMES, "num_examples") if k in metrics}
     write_json(path, evaluations)
 
 
@@ -81,14 +92,14 @@ def front_matter(config: dict[str, Any], metrics: dict[str, Any] | None, languag
                 "dataset": {"name": dataset, "type": dataset, "split": split},
                 "metrics": [
                     {"type": HF_METRIC_TYPES[k], "value": metrics[split][k], "name": f"{split} {METRIC_NAMES[k]}"}
-                    for k in METRIC_NAMES if k in metrics[split]
+                    for k in card_metrics(config) if k in metrics[split]
                 ],
             })
         meta["model-index"] = [{"name": config.get("name", "run"), "results": results}]
     return meta
 
 
-def _metrics_table(metrics: dict[str, Any], evaluations: dict[str, Any]) -> list[str]:
+def _metrics_table(metrics: dict[str, Any], evaluations: dict[str, Any], keys: tuple[str, ...]) -> list[str]:
     columns = [(split, metrics[split]) for split in ("validation", "test") if split in metrics]
     for name, baseline in (metrics.get("baselines") or {}).items():  # only what the run computed
         for split, values in baseline.items():
@@ -96,8 +107,8 @@ def _metrics_table(metrics: dict[str, Any], evaluations: dict[str, Any]) -> list
     columns += [(f"eval: {source}", values) for source, values in evaluations.items()]
     lines = ["| metric | " + " | ".join(name for name, _ in columns) + " |",
              "|---|" + "---:|" * len(columns)]
-    for key, title in METRIC_NAMES.items():
-        lines.append(f"| {title} | " + " | ".join(_fmt(values.get(key)) for _, values in columns) + " |")
+    for key in keys:
+        lines.append(f"| {METRIC_NAMES[key]} | " + " | ".join(_fmt(values.get(key)) for _, values in columns) + " |")
     return lines
 
 
@@ -151,7 +162,7 @@ def render_card(run_dir: str | Path) -> str:
         if "test" not in metrics:
             out.append("This run did not score a test split (validation only: a tuning trial, or a TextClassifier fit on "
                        "texts of its own).")
-        out += ["", *_metrics_table(metrics, evaluations)]
+        out += ["", *_metrics_table(metrics, evaluations, card_metrics(config))]
         if not metrics.get("baselines"):
             out += ["", "No TF-IDF baseline was computed by this run (see `benchmarks/bench_accuracy.py`)."]
     if (run_dir / R.CONFUSION_FILE).is_file():
