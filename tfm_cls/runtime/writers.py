@@ -37,13 +37,6 @@ def output_row(
     return row
 
 
-def prediction_row(
-    record: Record, labels: list[str], probs: np.ndarray | None, truncated: bool, windows: int | None = None
-) -> dict[str, Any]:
-    """`output_row` of a single-label prediction."""
-    return output_row(record, SingleLabel(), labels, probs, truncated, windows)
-
-
 class Writer:
     """Writes predictions as JSONL or CSV, one row per record, as they come; with `windows`, each
     row carries the text's number of windows (chunked inference)."""
