@@ -3,7 +3,7 @@
 from pathlib import Path
 
 import pytest
-from api_tiny import tiny_config, write_tiny_data
+from kits.api_tiny import tiny_config, write_tiny_data
 
 
 @pytest.fixture(scope="session")

@@ -7,7 +7,7 @@ import json
 import numpy as np
 import pytest
 import yaml
-from api_tiny import CLASSES, make_texts, tiny_kwargs
+from kits.api_tiny import CLASSES, make_texts, tiny_kwargs
 from sklearn.base import clone
 from sklearn.exceptions import NotFittedError
 from sklearn.metrics import accuracy_score

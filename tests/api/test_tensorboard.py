@@ -7,7 +7,7 @@ import logging
 import sys
 
 import pytest
-from api_tiny import tiny_config
+from kits.api_tiny import tiny_config
 
 from tfm_cls import tensorboard as TB
 

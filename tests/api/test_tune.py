@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 import yaml
-from api_tiny import TINY
+from kits.api_tiny import TINY
 
 from tfm_cls.config import ClassifierConfig, load_config
 from tfm_cls.errors import ConfigError
@@ -101,7 +101,7 @@ def test_trials_never_touch_the_test_split(tmp_path, monkeypatch):
     """Trials tokenize and score train and validation only; the test texts (13 of them, each with a
     word found nowhere else) never reach a tokenizer or an evaluation, and no trial reports test."""
     pytest.importorskip("optuna")
-    from api_tiny import make_texts, write_split, write_tiny_data
+    from kits.api_tiny import make_texts, write_split, write_tiny_data
 
     import tfm_cls.classification as task_module
     import tfm_cls.finish as finish_module

@@ -6,7 +6,7 @@ import check_gpu  # the script beside this file (pytest collects only test_*.py)
 import numpy as np
 import pytest
 import torch
-from tiny_topics import write_topic_data
+from kits.tiny_topics import write_topic_data
 
 
 @pytest.fixture

@@ -3,7 +3,7 @@
 from pathlib import Path
 
 import pytest
-from distill_tiny import train_teacher, write_data
+from kits.distill_tiny import train_teacher, write_data
 
 
 @pytest.fixture(scope="session")

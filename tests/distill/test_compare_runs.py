@@ -4,7 +4,7 @@ import json
 import sys
 from pathlib import Path
 
-from distill_tiny import distill_config
+from kits.distill_tiny import distill_config
 
 from tfm_cls.distill import distill
 

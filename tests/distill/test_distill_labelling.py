@@ -3,7 +3,7 @@ after an interruption, rejected when the teacher changed; both teacher kinds agr
 
 import numpy as np
 import pytest
-from distill_tiny import random_texts
+from kits.distill_tiny import random_texts
 
 from tfm_cls.distill.labelling import CACHE_DIR, teacher_outputs
 from tfm_cls.distill.teacher import open_teacher

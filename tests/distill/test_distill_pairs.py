@@ -3,28 +3,24 @@
 student end to end, and the refusals."""
 
 import math
-import sys
 from pathlib import Path
 
 import numpy as np
 import pytest
 import torch
+from kits import tasks_tiny as T
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "tasks"))
-
-import tasks_tiny as T  # noqa: E402
-
-from tfm_cls import runs as R  # noqa: E402
-from tfm_cls.batching import tokenize_dataset  # noqa: E402
-from tfm_cls.cli import main  # noqa: E402
-from tfm_cls.config import ClassifierConfig, load_config  # noqa: E402
-from tfm_cls.distill import DistillConfig, distill  # noqa: E402
-from tfm_cls.distill.config import TransferConfig  # noqa: E402
-from tfm_cls.distill.labelling import CACHE_DIR  # noqa: E402
-from tfm_cls.distill.teacher import open_teacher  # noqa: E402
-from tfm_cls.distill.transfer import NO_LABEL, TransferSet, build_pair_transfer_set  # noqa: E402
-from tfm_cls.errors import ConfigError, TeacherError  # noqa: E402
-from tfm_cls.train import train  # noqa: E402
+from tfm_cls import runs as R
+from tfm_cls.batching import tokenize_dataset
+from tfm_cls.cli import main
+from tfm_cls.config import ClassifierConfig, load_config
+from tfm_cls.distill import DistillConfig, distill
+from tfm_cls.distill.config import TransferConfig
+from tfm_cls.distill.labelling import CACHE_DIR
+from tfm_cls.distill.teacher import open_teacher
+from tfm_cls.distill.transfer import NO_LABEL, TransferSet, build_pair_transfer_set
+from tfm_cls.errors import ConfigError, TeacherError
+from tfm_cls.train import train
 
 STUDENT = [*T.TINY, "name=tiny-pair-distill", "transfer.copies=2", "transfer.pair_neighbours=3", "teacher.chunk_size=64"]
 

@@ -10,7 +10,7 @@ import time
 
 import pytest
 import torch
-from distill_tiny import distill_config
+from kits.distill_tiny import distill_config
 from safetensors.torch import load_file
 
 from tfm_cls import runs as R

@@ -8,7 +8,7 @@ import shutil
 import numpy as np
 import pytest
 import yaml
-from distill_tiny import distill_config, train_teacher, write_data
+from kits.distill_tiny import distill_config, train_teacher, write_data
 
 from tfm_cls import runs as R
 from tfm_cls.cli import main
@@ -162,7 +162,7 @@ def test_feature_hint_run_caches_the_pooled_vectors_and_trains_the_student(tmp_p
 def test_teacher_changed_is_refused_on_resume(tmp_path, tiny_data):
     teacher = train_teacher(tiny_data, tmp_path / "teacher")
     distill(distill_config(tiny_data, teacher, tmp_path / "run", "train.epochs=1"))
-    from tiny_topics import tiny_config
+    from kits.tiny_topics import tiny_config
 
     from tfm_cls.train import train
 
@@ -258,7 +258,7 @@ def test_student_larger_than_teacher_warns(tmp_path, tiny_data, teacher_run, cap
 
 
 def test_cli_distill_prints_the_run_and_its_metrics(tmp_path, tiny_data, teacher_run, capsys):
-    from distill_tiny import TINY_STUDENT
+    from kits.distill_tiny import TINY_STUDENT
 
     args = ["distill", *TINY_STUDENT, f"data.path={tiny_data}", f"teacher.path={teacher_run}",
             f"run_dir={tmp_path / 'cli'}", "train.epochs=1"]

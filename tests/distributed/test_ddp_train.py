@@ -5,7 +5,7 @@ import json
 import numpy as np
 import pytest
 import torch
-from ddp_tiny import SIZES, config_file, torchrun_killed_after_checkpoint, torchrun_train, write_data
+from kits.ddp_tiny import SIZES, config_file, torchrun_killed_after_checkpoint, torchrun_train, write_data
 
 from tfm_cls import runs as R
 from tfm_cls.batching import tokenize_dataset

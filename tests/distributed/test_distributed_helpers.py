@@ -6,7 +6,7 @@ import os
 import pytest
 import torch
 import torch.multiprocessing as mp
-from ddp_tiny import free_port, helpers_worker
+from kits.ddp_tiny import free_port, helpers_worker
 
 from tfm_cls import distributed as D
 from tfm_cls.config import ConfigError

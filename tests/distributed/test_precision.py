@@ -5,7 +5,7 @@ import json
 
 import pytest
 import torch
-from ddp_tiny import config_file, write_data
+from kits.ddp_tiny import config_file, write_data
 
 from tfm_cls import runs as R
 from tfm_cls.checkpoint import load_checkpoint

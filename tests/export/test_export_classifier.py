@@ -10,7 +10,7 @@ import onnx
 import onnxruntime as ort
 import pytest
 import torch
-from export_testkit import LABELS, MAX_LENGTH, tiny_classifier
+from kits.export_testkit import LABELS, MAX_LENGTH, tiny_classifier
 from onnx import numpy_helper
 from tfm_cls.export import infer, spec
 from tfm_cls.export.exporter import export_classifier

@@ -10,7 +10,7 @@ from pathlib import Path
 import numpy as np
 import onnx
 import pytest
-from export_testkit import LABELS, MAX_LENGTH, TEXTS
+from kits.export_testkit import LABELS, MAX_LENGTH, TEXTS
 from onnx import numpy_helper
 
 from tfm_cls.checkpoint import save_weights

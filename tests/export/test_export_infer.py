@@ -13,7 +13,7 @@ import numpy as np
 import onnx
 import pytest
 import torch
-from export_testkit import LABELS, MAX_LENGTH, TEXTS
+from kits.export_testkit import LABELS, MAX_LENGTH, TEXTS
 from onnx import TensorProto, helper
 from tfm_cls.export import infer
 

@@ -8,7 +8,7 @@ import shutil
 import numpy as np
 import onnx
 import pytest
-from export_testkit import LABELS, TEXTS
+from kits.export_testkit import LABELS, TEXTS
 from onnx import numpy_helper
 from tfm_cls.export import quantize
 

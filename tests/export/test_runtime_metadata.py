@@ -9,7 +9,7 @@ import shutil
 import numpy as np
 import onnx
 import pytest
-from export_testkit import LABELS, TEXTS
+from kits.export_testkit import LABELS, TEXTS
 from tfm_cls.export import infer
 from tfm_cls.export.verify import VerificationError, verify
 

@@ -6,7 +6,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 import torch
-from longdocs_kit import LABELS, MAX_LENGTH, WORDS, make_run, texts
+from kits.longdocs_kit import LABELS, MAX_LENGTH, WORDS, make_run, texts
 
 from tfm_cls.batching import tokenize_dataset
 from tfm_cls.config import ClassifierConfig, TokenizerConfig, load_config

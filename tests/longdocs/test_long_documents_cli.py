@@ -5,8 +5,8 @@ from __future__ import annotations
 import argparse
 
 import yaml
+from kits.tiny_topics import make_texts, tiny_config, write_topic_data
 from tfm_cls.export import infer
-from tiny_topics import make_texts, tiny_config, write_topic_data
 
 from tfm_cls import cli
 from tfm_cls.errors import RunDirError

@@ -7,8 +7,8 @@ from pathlib import Path
 import numpy as np
 import pytest
 import torch
-from longdocs_kit import LABELS, MAX_LENGTH, WORDS, texts
-from tiny_topics import write_dataset
+from kits.longdocs_kit import LABELS, MAX_LENGTH, WORDS, texts
+from kits.tiny_topics import write_dataset
 
 from tfm_cls.batching import tokenize_splits, window_rows
 from tfm_cls.config import ClassifierConfig, load_config
@@ -56,7 +56,7 @@ def long_data(tmp_path_factory) -> Path:
 
 
 def test_each_epoch_trains_on_one_window_of_every_text(long_data, tmp_path):
-    from tiny_topics import tiny_overrides
+    from kits.tiny_topics import tiny_overrides
 
     from tfm_cls import distributed as D
     from tfm_cls.classification import ClassificationTask

@@ -12,7 +12,7 @@ import sys
 from pathlib import Path
 
 import pytest
-from longdocs_kit import LABELS, MAX_LENGTH, make_run, texts
+from kits.longdocs_kit import LABELS, MAX_LENGTH, make_run, texts
 
 from tfm_cls.checkpoint import save_weights
 from tfm_cls.config import save_config

@@ -3,7 +3,7 @@
 from pathlib import Path
 
 import pytest
-from pretrain_tiny import tiny_config, write_tiny_dataset
+from kits.pretrain_tiny import tiny_config, write_tiny_dataset
 
 
 @pytest.fixture(scope="session")

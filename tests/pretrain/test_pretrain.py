@@ -10,7 +10,7 @@ import time
 
 import pytest
 import torch
-from pretrain_tiny import tiny_config, tiny_overrides
+from kits.pretrain_tiny import tiny_config, tiny_overrides
 from safetensors.torch import load_file
 from tokenizers import Tokenizer
 

@@ -3,7 +3,7 @@
 from pathlib import Path
 
 import pytest
-from hf_tiny import save_tiny
+from kits.hf_tiny import save_tiny
 
 
 @pytest.fixture

@@ -8,7 +8,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 import torch
-from hf_tiny import save_tiny
+from kits.hf_tiny import save_tiny
 
 from tfm_cls.config import ModelConfig
 from tfm_cls.pretrained.hf import classifier_from_hf

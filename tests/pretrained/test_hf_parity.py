@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 import torch
-from hf_tiny import read_config, reference_model, save_tiny
+from kits.hf_tiny import read_config, reference_model, save_tiny
 from tokenizers import Tokenizer
 
 from tfm_cls.config import ModelConfig

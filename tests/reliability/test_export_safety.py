@@ -6,7 +6,7 @@ from __future__ import annotations
 import shutil
 
 import torch
-from conftest import TINY, error_line, hashes, read_jsonl, stderr_of
+from kits.reliability_kit import TINY, error_line, hashes, read_jsonl, stderr_of
 from safetensors.torch import load_file, save_file
 
 

@@ -8,7 +8,7 @@ import random
 
 import onnx
 import pytest
-from conftest import error_line, read_jsonl, stderr_of
+from kits.reliability_kit import error_line, read_jsonl, stderr_of
 from tfm_cls.export import infer
 
 from tfm_cls import cli

@@ -6,7 +6,7 @@ from __future__ import annotations
 import json
 
 import pytest
-from conftest import TINY, error_line, hashes, make_data, read_jsonl, stderr_of
+from kits.reliability_kit import TINY, error_line, hashes, make_data, read_jsonl, stderr_of
 
 from tfm_cls.errors import CorpusError
 from tfm_cls.io import write_json

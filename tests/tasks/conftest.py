@@ -1,7 +1,7 @@
 """Fixtures of the task-type tests: tiny data folders and tiny trained runs, one per session."""
 
 import pytest
-import tasks_tiny as T
+from kits import tasks_tiny as T
 
 from tfm_cls.config import ClassifierConfig, load_config
 from tfm_cls.train import train

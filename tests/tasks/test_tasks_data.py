@@ -5,7 +5,7 @@ import json
 
 import numpy as np
 import pytest
-import tasks_tiny as T
+from kits import tasks_tiny as T
 
 from tfm_cls.batching import collate, tokenize_dataset
 from tfm_cls.config import ClassifierConfig, DataConfig, TokenizerConfig, load_config

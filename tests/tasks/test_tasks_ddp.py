@@ -7,8 +7,8 @@ import subprocess
 import sys
 
 import pytest
-import tasks_tiny as T
 import torch
+from kits import tasks_tiny as T
 
 from tfm_cls import runs as R
 from tfm_cls.checkpoint import load_checkpoint

@@ -11,7 +11,7 @@ from pathlib import Path
 import numpy as np
 import onnxruntime as ort
 import pytest
-import tasks_tiny as T
+from kits import tasks_tiny as T
 from tfm_cls.export import infer
 from tfm_cls.export.exporter import export_run
 from tfm_cls.export.quantize import quantize_and_evaluate

@@ -5,8 +5,8 @@ import json
 
 import numpy as np
 import pytest
-import tasks_tiny as T
 import torch
+from kits import tasks_tiny as T
 from safetensors.torch import load_file
 
 from tfm_cls import runs as R

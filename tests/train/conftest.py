@@ -1,7 +1,7 @@
 """Fixtures for the training tests (the tiny data and config live in tests/tiny_topics.py)."""
 
 import pytest
-from tiny_topics import write_topic_data
+from kits.tiny_topics import write_topic_data
 
 
 @pytest.fixture

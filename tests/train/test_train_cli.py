@@ -4,7 +4,7 @@ import io
 import json
 
 import pytest
-from tiny_topics import CLASSES, tiny_overrides
+from kits.tiny_topics import CLASSES, tiny_overrides
 
 from tfm_cls.cli import main
 

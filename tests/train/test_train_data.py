@@ -7,7 +7,7 @@ import time
 
 import numpy as np
 import pytest
-from tiny_topics import CLASSES, make_texts, write_jsonl
+from kits.tiny_topics import CLASSES, make_texts, write_jsonl
 
 from tfm_cls.batching import LengthBucketSampler, TokenizedSplit, collate
 from tfm_cls.config import DataConfig

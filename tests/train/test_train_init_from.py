@@ -3,7 +3,7 @@
 import json
 
 import pytest
-from tiny_topics import make_texts, tiny_config
+from kits.tiny_topics import make_texts, tiny_config
 
 from tfm_cls import runs as R
 from tfm_cls.config import TokenizerConfig

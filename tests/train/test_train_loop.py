@@ -6,7 +6,7 @@ import math
 import numpy as np
 import pytest
 import torch
-from tiny_topics import CLASSES, make_texts, tiny_config, write_jsonl
+from kits.tiny_topics import CLASSES, make_texts, tiny_config, write_jsonl
 
 from tfm_cls import runs as R
 from tfm_cls.checkpoint import CheckpointError

@@ -8,8 +8,8 @@ import sys
 import time
 
 import torch
+from kits.tiny_topics import tiny_config, write_topic_data
 from safetensors.torch import load_file
-from tiny_topics import tiny_config, write_topic_data
 
 from tfm_cls import runs as R
 from tfm_cls.config import save_config

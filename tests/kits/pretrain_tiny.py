@@ -3,8 +3,7 @@
 import random
 from pathlib import Path
 
-from tiny_topics import write_dataset
-
+from kits.tiny_topics import write_dataset
 from tfm_cls.config import load_config
 from tfm_cls.pretrain import PretrainConfig
 

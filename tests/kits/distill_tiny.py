@@ -3,8 +3,7 @@
 import random
 from pathlib import Path
 
-from tiny_topics import TINY, tiny_config, write_topic_data
-
+from kits.tiny_topics import TINY, tiny_config, write_topic_data
 from tfm_cls.config import load_config
 from tfm_cls.distill import DistillConfig
 

@@ -2,8 +2,8 @@
 
 from pathlib import Path
 
-import tiny_topics
-from tiny_topics import CLASSES, write_jsonl, write_topic_data
+from kits import tiny_topics
+from kits.tiny_topics import CLASSES, write_jsonl, write_topic_data
 
 # The shared tiny run on the CPU, without the time budget and early stopping of the trec preset
 # (the TextClassifier facade starts from it).

@@ -6,8 +6,8 @@ from __future__ import annotations
 import random
 from pathlib import Path
 
-import tiny_topics
-from tiny_topics import CLASSES, FILLER, SPLITS, WORDS, write_dataset, write_jsonl  # noqa: F401 (write_jsonl: re-exported)
+from kits import tiny_topics
+from kits.tiny_topics import CLASSES, FILLER, SPLITS, WORDS, write_dataset, write_jsonl  # noqa: F401 (write_jsonl: re-exported)
 
 TOPICS = CLASSES
 PAIR_LABELS = ["same", "different"]

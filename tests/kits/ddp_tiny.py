@@ -11,7 +11,7 @@ import sys
 import time
 from pathlib import Path
 
-from tiny_topics import write_topic_data
+from kits.tiny_topics import write_topic_data
 
 # 48 training texts = 6 global batches of 8: each rank's half-batch has exactly 4 examples, so
 # DDP's mean of per-rank mean losses is the single process's mean loss. Validation and test sizes
