@@ -1,9 +1,10 @@
 """The tiny synthetic datasets the test suites make, and the tiny classifier run that learns them:
 a text's class is given away by its topic words, so a d_model=16 model learns it in a few epochs.
 
-Every test folder imports this by name (tests/conftest.py puts tests/ on sys.path); a folder's own
-kit (api_tiny.py, ddp_tiny.py, distill_tiny.py, tasks_tiny.py, ...) keeps only what is specific to
-it. tests/behaviour/fingerprint.py keeps its own copy on purpose (it runs alone, as a script).
+The one shared tiny-data module: every test imports it as `kits.tiny_topics` (tests/conftest.py
+puts tests/ on sys.path); the other kits beside it (api_tiny.py, ddp_tiny.py, distill_tiny.py,
+tasks_tiny.py, ...) keep only what is specific to their tests.
+tests/integration/behaviour/fingerprint.py keeps its own copy on purpose (it runs alone, as a script).
 """
 
 import json
