@@ -1,17 +1,12 @@
 """tfm_cls.precision on CPU: autocast dtypes, fp16 loss scaling (unscale before clipping, skipped
-steps on overflow), and a whole training run in fp16 with DataLoader workers."""
+steps on overflow); a whole training run in fp16: tests/integration/train/test_train_fp16.py."""
 
-import json
 
 import pytest
 import torch
-from kits.ddp_tiny import config_file, write_data
 
-from tfm_cls import runs as R
-from tfm_cls.checkpoint import load_checkpoint
-from tfm_cls.config import ClassifierConfig, ConfigError, load_config
+from tfm_cls.config import ConfigError
 from tfm_cls.precision import Precision, autocast_dtype
-from tfm_cls.train import train
 
 CPU = torch.device("cpu")
 
@@ -62,17 +57,3 @@ def test_fp16_skips_a_step_whose_gradients_overflowed():
     before, after, amp, _ = _step("fp16", grad_clip=1.0, loss_scale=float("inf"))
     assert torch.equal(before, after)  # skipped, not applied as NaN
     assert amp.scaler.get_scale() == 65536.0 * 0.5  # and the scale backs off
-
-
-def test_training_in_fp16_with_loader_workers(tmp_path):
-    data = write_data(tmp_path / "data")
-    run_dir = tmp_path / "run"
-    cfg = load_config(ClassifierConfig, config_file(tmp_path / "c.yaml", data, run_dir, 8,
-                                                     "train.precision=fp16", "train.num_workers=1"))
-    metrics = train(cfg)
-    assert metrics["precision"] == "fp16" and metrics["steps"] == 12
-    assert metrics["validation"]["accuracy"] > 0.5  # it learned (3 classes, chance 1/3)
-    scaler = load_checkpoint(run_dir / R.LAST_CHECKPOINT)["scaler"]
-    assert scaler["scale"] > 0 and "_growth_tracker" in scaler
-    history = json.loads((run_dir / R.HISTORY_FILE).read_text())
-    assert all(torch.isfinite(torch.tensor(r["loss"])) for r in history["train"])

