@@ -99,4 +99,4 @@ bench-infer: install
 	$(PY) benchmarks/bench_infer.py --data-root $(DATA_ROOT) --batching-only $(ARGS)
 
 check-gpu: install
-	$(PY) tests/device/check_gpu.py --data-root $(DATA_ROOT) $(ARGS)
+	$(PY) tests/integration/device/check_gpu.py --data-root $(DATA_ROOT) $(ARGS)

@@ -1,5 +1,6 @@
 """Test-wide setup: no network, every cache under a temporary folder (no writes elsewhere), and
-tests/ on sys.path so that every folder imports the shared helpers (tiny_topics.py) by name."""
+tests/ on sys.path so that every test imports the shared helpers as `kits.X` (tests/kits/, e.g.
+kits.tiny_topics) and the scripts beside the integration tests as `integration.<topic>.X`."""
 
 import os
 import sys

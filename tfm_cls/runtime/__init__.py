@@ -8,7 +8,7 @@
     readers.py     txt / jsonl / csv / tsv records, the one line reader
     writers.py     JSONL / CSV rows, the atomic output file
 
-It imports onnxruntime, tokenizers and numpy, never torch (tests/unit/runtime checks it in a
+It imports onnxruntime, tokenizers and numpy, never torch (tests/integration/export/test_export_infer.py runs it in a
 process where torch cannot be imported); the training side imports its text layer from here.
 """
 

@@ -1,0 +1,108 @@
+"""The wheel: one top-level package (tfm_cls), with export/ and configs/ inside it, the console
+script, every preset, and a build setuptools has nothing to warn about."""
+
+from __future__ import annotations
+
+import ast
+import configparser
+import shutil
+import subprocess
+import sys
+import zipfile
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[3]
+# What the build reads; copied so that the build writes nothing into the repository (build/, egg-info).
+SOURCES = ("tfm_cls", "export", "configs", "pyproject.toml", "README.md")
+
+
+@pytest.fixture(scope="module")
+def wheel(tmp_path_factory) -> tuple[zipfile.ZipFile, str]:
+    """(the built wheel, the build's output). No build isolation: the test must not need the network."""
+    pytest.importorskip("setuptools", minversion="77", reason="the build needs setuptools>=77 installed")
+    src = tmp_path_factory.mktemp("src")
+    for name in SOURCES:
+        if (ROOT / name).is_dir():
+            shutil.copytree(ROOT / name, src / name, ignore=shutil.ignore_patterns("__pycache__", "*.pyc"))
+        else:
+            shutil.copy2(ROOT / name, src / name)
+    dist = tmp_path_factory.mktemp("dist")
+    proc = subprocess.run(
+        [sys.executable, "-m", "pip", "wheel", "-v", "--no-deps", "--no-build-isolation", "-w", str(dist), str(src)],
+        capture_output=True, text=True, timeout=300,
+    )
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    (path,) = dist.glob("tfm_cls-*.whl")
+    with zipfile.ZipFile(path) as zf:
+        yield zf, proc.stdout + proc.stderr
+
+
+def test_the_only_top_level_package_is_tfm_cls(wheel):
+    zf, _ = wheel
+    tops = {name.split("/")[0] for name in zf.namelist() if not name.split("/")[0].endswith(".dist-info")}
+    assert tops == {"tfm_cls"}  # no generic `export` or `configs` in site-packages
+    top_level = next(n for n in zf.namelist() if n.endswith(".dist-info/top_level.txt"))
+    assert zf.read(top_level).decode().split() == ["tfm_cls"]
+
+
+def test_export_and_every_preset_are_inside_the_package(wheel):
+    zf, _ = wheel
+    names = set(zf.namelist())
+    exported = {f"tfm_cls/export/{p.name}" for p in (ROOT / "export").glob("*.py")}
+    assert "tfm_cls/export/infer.py" in exported and exported <= names
+    presets = {f"tfm_cls/configs/{p.relative_to(ROOT / 'configs').as_posix()}" for p in (ROOT / "configs").glob("**/*.yaml")}
+    assert "tfm_cls/configs/cls/bbc.yaml" in presets and presets <= names
+    library = {f"{p.relative_to(ROOT).as_posix()}" for p in (ROOT / "tfm_cls").glob("**/*.py")}
+    assert library <= names
+
+
+def test_the_console_script(wheel):
+    zf, _ = wheel
+    entry_points = next(n for n in zf.namelist() if n.endswith(".dist-info/entry_points.txt"))
+    parser = configparser.ConfigParser()
+    parser.read_string(zf.read(entry_points).decode())
+    assert dict(parser["console_scripts"]) == {"tfm-cls": "tfm_cls.cli:main"}
+
+
+def test_setuptools_has_nothing_to_warn_about(wheel):
+    """Its warnings come in `!!` blocks: a deprecated pyproject field, or a configs/ folder that
+    pyproject.toml's `packages` list lacks (every folder of presets must be listed there)."""
+    _, output = wheel
+    warnings = [line.strip() for line in output.splitlines() if "Warning:" in line]
+    assert "!!" not in output, "setuptools warned:\n" + "\n".join(warnings)
+
+
+def test_every_third_party_import_is_a_declared_dependency():
+    """Each module tfm_cls/ or export/ imports is the standard library's, ours, or declared in
+    pyproject.toml (a dependency or an extra)."""
+    tomllib = pytest.importorskip("tomllib")  # Python 3.11+
+    project = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]
+    declared = project["dependencies"] + [d for extra in project["optional-dependencies"].values() for d in extra]
+    names = {_requirement_name(d) for d in declared}
+    # Distribution names whose import name differs.
+    imports_as = {"scikit-learn": "sklearn", "pyyaml": "yaml", "onnx-ir": "onnx_ir", "huggingface-hub": "huggingface_hub"}
+    importable = {imports_as.get(n, n.replace("-", "_")) for n in names}
+    found: dict[str, str] = {}
+    for path in [*(ROOT / "tfm_cls").glob("**/*.py"), *(ROOT / "export").glob("*.py")]:
+        for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+            if isinstance(node, ast.Import):
+                modules = [alias.name for alias in node.names]
+            elif isinstance(node, ast.ImportFrom) and node.level == 0 and node.module:
+                modules = [node.module]
+            else:
+                continue
+            for module in modules:
+                found.setdefault(module.split(".")[0], str(path.relative_to(ROOT)))
+    third_party = {m: where for m, where in found.items() if m not in sys.stdlib_module_names and m != "tfm_cls"}
+    assert {"torch", "onnx_ir", "onnxruntime", "tokenizers"} <= set(third_party)  # the scan sees imports
+    undeclared = {m: where for m, where in third_party.items() if m not in importable}
+    assert not undeclared, f"imported but not declared in pyproject.toml: {undeclared}"
+
+
+def _requirement_name(requirement: str) -> str:
+    name = requirement
+    for stop in "<>=!~[; ":
+        name = name.split(stop)[0]
+    return name.strip().lower().replace("_", "-")

