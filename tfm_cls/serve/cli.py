@@ -8,6 +8,7 @@ from __future__ import annotations
 import argparse
 import logging
 import os
+import signal
 import sys
 import tempfile
 
@@ -71,6 +72,10 @@ def settings_of(args: argparse.Namespace) -> ServeSettings:
     )
 
 
+def _exit_cleanly(signum, frame) -> None:
+    raise SystemExit(0)
+
+
 def main(argv: list[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
     logging.basicConfig(level=args.log_level.upper(), format="%(asctime)s %(levelname)s %(name)s: %(message)s",
@@ -95,6 +100,9 @@ def main(argv: list[str] | None = None) -> int:
     if settings.workers == 1:
         from tfm_cls.serve.app import create_app
 
+        # uvicorn drains on SIGTERM, restores the handler it found and raises the signal again:
+        # found here, it ends the process with exit code 0 (a drained stop is a clean one).
+        signal.signal(signal.SIGTERM, _exit_cleanly)
         uvicorn.Server(uvicorn.Config(create_app(settings, classifier), **common)).run()
         return 0
     del classifier  # each worker loads its own

@@ -119,7 +119,7 @@ def parse_predict(value: Any, pair_model: bool, max_client_batch_size: int) -> P
     if truncate is not None and not isinstance(truncate, bool):
         raise _invalid(f"\"truncate\" must be true or false, got {_kind(truncate)}")
     direction = value.get("truncation_direction")
-    if direction is not None and direction not in DIRECTIONS:
+    if direction is not None and (not isinstance(direction, str) or direction not in DIRECTIONS):
         raise _invalid(f"\"truncation_direction\" must be \"right\" or \"left\", got {direction!r}")
     raw = value.get("raw_scores", False)
     if raw not in (False, None):
