@@ -31,7 +31,7 @@ from tfm_cls.serve.errors import NOT_FOUND, UNAUTHORIZED, VALIDATION, ApiError
 from tfm_cls.serve.inputs import decode_json, parse_predict
 from tfm_cls.serve.metrics import CONTENT_TYPE
 from tfm_cls.serve.page import PAGE
-from tfm_cls.serve.service import Service, Timing, drain_all
+from tfm_cls.serve.service import Service, Timing, drain_all, tune_interpreter
 from tfm_cls.serve.settings import ServeSettings
 
 log = logging.getLogger("tfm_cls.serve")
@@ -95,7 +95,9 @@ def _drain_on_signals() -> None:
 def create_app(settings: ServeSettings | None = None, classifier: Classifier | None = None) -> Starlette:
     """The app of one worker; `settings` None: the ones the command line left in the environment
     (uvicorn's factory mode, one call per worker process)."""
-    settings = settings or ServeSettings.from_env()
+    if settings is None:  # a worker process of `tfm-cls serve --workers N`
+        settings = ServeSettings.from_env()
+        tune_interpreter()
     service = Service(settings, classifier)
 
     async def infer_route(request: Request, answer) -> Response:

@@ -9,6 +9,7 @@ import argparse
 import logging
 import os
 import signal
+import socket
 import sys
 import tempfile
 
@@ -99,7 +100,9 @@ def main(argv: list[str] | None = None) -> int:
               "access_log": settings.log_level == "debug"}
     if settings.workers == 1:
         from tfm_cls.serve.app import create_app
+        from tfm_cls.serve.service import tune_interpreter
 
+        tune_interpreter()
         # uvicorn drains on SIGTERM, restores the handler it found and raises the signal again:
         # found here, it ends the process with exit code 0 (a drained stop is a clean one).
         signal.signal(signal.SIGTERM, _exit_cleanly)
@@ -113,5 +116,21 @@ def main(argv: list[str] | None = None) -> int:
         os.environ["PROMETHEUS_MULTIPROC_DIR"] = metrics_dir
         os.environ[SETTINGS_ENV] = settings.to_env()
         config = uvicorn.Config("tfm_cls.serve.app:create_app", factory=True, workers=settings.workers, **common)
-        Multiprocess(config, sockets=[config.bind_socket()]).run()
+        Multiprocess(config, sockets=[_listening_socket(settings.host, settings.port)]).run()
     return 0
+
+
+def _listening_socket(host: str, port: int) -> socket.socket:
+    """The port the workers share, made with proto=IPPROTO_TCP. uvicorn's own bind_socket leaves
+    proto 0, so asyncio does not set TCP_NODELAY on the connections it accepts and every small
+    answer waits for the client's delayed ACK (measured: 48 ms a request instead of 1 ms)."""
+    family = socket.AF_INET6 if ":" in host else socket.AF_INET
+    sock = socket.socket(family, socket.SOCK_STREAM, socket.IPPROTO_TCP)
+    sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+    try:
+        sock.bind((host, port))
+    except OSError as err:
+        sock.close()
+        raise InferenceError(f"cannot listen on {host}:{port}: {err.strerror or err}") from None
+    sock.set_inheritable(True)
+    return sock
