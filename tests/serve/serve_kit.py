@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 import subprocess
 import sys
+import time
 from pathlib import Path
 
 import numpy as np
@@ -79,3 +80,20 @@ def infer_rows(model: Path, texts: list[str], pairs: list[str] | None, tmp: Path
                            "--output", str(dst), "--no-progress"], capture_output=True, text=True, timeout=120)
     assert proc.returncode == 0, proc.stderr
     return [json.loads(line) for line in dst.read_text(encoding="utf-8").splitlines()]
+
+
+def open_client(model, **settings):
+    """A Starlette TestClient over a fresh app, entered (lifespan run) and ready."""
+    from starlette.testclient import TestClient
+
+    from tfm_cls.serve.app import create_app
+    from tfm_cls.serve.settings import ServeSettings
+
+    client = TestClient(create_app(ServeSettings(model=str(model), threads=1, **settings)),
+                        raise_server_exceptions=False)
+    client.__enter__()
+    deadline = time.monotonic() + 30
+    while client.get("/health").status_code != 200:
+        assert time.monotonic() < deadline, client.get("/health").json()
+        time.sleep(0.01)
+    return client

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import pytest
 import serve_kit as K
-from conftest import open_client
+from serve_kit import open_client
 
 
 def test_a_single_text_gets_every_label_sorted_by_score(client):

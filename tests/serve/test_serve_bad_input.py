@@ -108,7 +108,7 @@ def test_not_an_object(client):
 
 
 def test_a_wrong_api_key(models):
-    from conftest import open_client
+    from serve_kit import open_client
 
     c = open_client(models["single_label"], api_key="k")
     try:
