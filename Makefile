@@ -19,7 +19,7 @@ DATA_ROOT ?= ../shared/data
 export HF_HOME ?= $(CURDIR)/.cache/huggingface
 
 .PHONY: install test test-slow lint train-cls eval predict export verify-onnx infer quantize \
-        pretrain distill bench-model bench-accuracy bench-infer check-gpu clean
+        pretrain distill bench-model bench-accuracy bench-infer bench-serve serve check-gpu clean
 
 $(VENV)/.installed: pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -97,6 +97,15 @@ bench-accuracy: install
 bench-infer: install
 	$(PY) benchmarks/bench_infer.py --data-root $(DATA_ROOT) $(ARGS)
 	$(PY) benchmarks/bench_infer.py --data-root $(DATA_ROOT) --batching-only $(ARGS)
+
+# Loopback only, bounded: closed-loop clients at concurrency 1 / 8 / 32 / 128 against `tfm-cls serve`,
+# batching on vs off, beside offline inference on the same texts (docs/serving.md).
+bench-serve: install
+	$(PY) benchmarks/bench_serve.py --texts $(DATA_ROOT)/trec/test.jsonl $(ARGS)
+
+# `make serve MODEL=runs/x/model.onnx [ARGS="--port 8080 --workers 2"]`: the HTTP service (127.0.0.1).
+serve: install
+	$(PY) -m tfm_cls.cli serve $(MODEL) $(ARGS)
 
 check-gpu: install
 	$(PY) tests/integration/device/check_gpu.py --data-root $(DATA_ROOT) $(ARGS)

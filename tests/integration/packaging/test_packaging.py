@@ -74,18 +74,29 @@ def test_setuptools_has_nothing_to_warn_about(wheel):
     assert "!!" not in output, "setuptools warned:\n" + "\n".join(warnings)
 
 
-def test_every_third_party_import_is_a_declared_dependency():
-    """Each module tfm_cls/ or export/ imports is the standard library's, ours, or declared in
-    pyproject.toml (a dependency or an extra)."""
+# Distribution names whose import name differs.
+IMPORTS_AS = {"scikit-learn": "sklearn", "pyyaml": "yaml", "onnx-ir": "onnx_ir", "huggingface-hub": "huggingface_hub",
+              "prometheus-client": "prometheus_client"}
+# The torch-free install (the base dependencies) runs these; tfm_cls/serve/ adds the serve extra.
+RUNTIME_MODULES = ("tfm_cls/runtime/*.py", "export/infer.py", "tfm_cls/errors.py", "tfm_cls/io.py", "tfm_cls/__init__.py",
+                   "export/__init__.py")
+SERVE_MODULES = ("tfm_cls/serve/*.py",)
+
+
+def _project() -> dict:
     tomllib = pytest.importorskip("tomllib")  # Python 3.11+
-    project = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]
-    declared = project["dependencies"] + [d for extra in project["optional-dependencies"].values() for d in extra]
-    names = {_requirement_name(d) for d in declared}
-    # Distribution names whose import name differs.
-    imports_as = {"scikit-learn": "sklearn", "pyyaml": "yaml", "onnx-ir": "onnx_ir", "huggingface-hub": "huggingface_hub"}
-    importable = {imports_as.get(n, n.replace("-", "_")) for n in names}
+    return tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]
+
+
+def _importable(requirements: list[str]) -> set[str]:
+    names = {_requirement_name(d) for d in requirements if not _requirement_name(d).startswith("tfm-cls")}
+    return {IMPORTS_AS.get(n, n.replace("-", "_")) for n in names}
+
+
+def _third_party_imports(paths) -> dict[str, str]:
+    """{top-level module: the first file importing it} of every import in `paths` (in functions too)."""
     found: dict[str, str] = {}
-    for path in [*(ROOT / "tfm_cls").glob("**/*.py"), *(ROOT / "export").glob("*.py")]:
+    for path in paths:
         for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
             if isinstance(node, ast.Import):
                 modules = [alias.name for alias in node.names]
@@ -95,10 +106,45 @@ def test_every_third_party_import_is_a_declared_dependency():
                 continue
             for module in modules:
                 found.setdefault(module.split(".")[0], str(path.relative_to(ROOT)))
-    third_party = {m: where for m, where in found.items() if m not in sys.stdlib_module_names and m != "tfm_cls"}
+    return {m: where for m, where in found.items() if m not in sys.stdlib_module_names and m != "tfm_cls"}
+
+
+def test_every_third_party_import_is_a_declared_dependency():
+    """Each module tfm_cls/ or export/ imports is the standard library's, ours, or declared in
+    pyproject.toml (a dependency or an extra)."""
+    project = _project()
+    declared = project["dependencies"] + [d for extra in project["optional-dependencies"].values() for d in extra]
+    third_party = _third_party_imports([*(ROOT / "tfm_cls").glob("**/*.py"), *(ROOT / "export").glob("*.py")])
     assert {"torch", "onnx_ir", "onnxruntime", "tokenizers"} <= set(third_party)  # the scan sees imports
-    undeclared = {m: where for m, where in third_party.items() if m not in importable}
+    undeclared = {m: where for m, where in third_party.items() if m not in _importable(declared)}
     assert not undeclared, f"imported but not declared in pyproject.toml: {undeclared}"
+
+
+def test_the_base_install_is_the_torch_free_runtime():
+    """The base dependencies hold no training library; torch and the rest are the `train` extra,
+    the web stack the `serve` extra, and `dev` installs both."""
+    project = _project()
+    base = _importable(project["dependencies"])
+    extras = project["optional-dependencies"]
+    assert base == {"numpy", "onnxruntime", "tokenizers", "tqdm"}
+    assert {"torch", "onnx", "datasets", "sklearn", "safetensors"} <= _importable(extras["train"])
+    assert _importable(extras["serve"]) == {"starlette", "uvicorn", "prometheus_client"}
+    dev = " ".join(extras["dev"])
+    assert "train" in dev and "serve" in dev
+
+
+@pytest.mark.parametrize("patterns, extras", [(RUNTIME_MODULES, ()), (SERVE_MODULES, ("serve",))],
+                         ids=["runtime", "serve"])
+def test_the_torch_free_modules_import_only_what_their_install_holds(patterns, extras):
+    """`tfm-cls infer` and `tfm-cls serve` run on the base install (+ serve): their modules may
+    import nothing of the `train` extra, at the top or inside a function."""
+    project = _project()
+    allowed = _importable(project["dependencies"] + [d for e in extras for d in project["optional-dependencies"][e]])
+    paths = sorted({p for pattern in patterns for p in ROOT.glob(pattern)})
+    assert paths
+    imported = _third_party_imports(paths)
+    outside = {m: where for m, where in imported.items() if m not in allowed}
+    assert not outside, f"torch-free modules import what their install lacks: {outside}"
 
 
 def _requirement_name(requirement: str) -> str:

@@ -1,0 +1,180 @@
+"""The command line and the real server: `tfm-cls serve` where torch cannot be imported, its
+one-line errors, and uvicorn on 127.0.0.1 (a free port) under a bounded load that is stopped by
+SIGTERM (every request sent before it is answered) or, with two workers, has one SIGKILLed (the
+other serves, the supervisor replaces it). Each loop is bounded in requests and seconds."""
+
+from __future__ import annotations
+
+import concurrent.futures
+import os
+import signal
+import socket
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import httpx
+
+# Every import of these fails in the subprocess, and is recorded (the torch-free claim).
+_GUARD = '''
+import importlib.abc, os, sys
+BLOCKED = os.environ["GUARD_BLOCK"].split(",")
+class _Blocked(importlib.abc.MetaPathFinder):
+    def find_spec(self, name, path=None, target=None):
+        if name.split(".")[0] in BLOCKED:
+            with open(os.environ["GUARD_LOG"], "a") as f:
+                f.write(name + "\\n")
+            raise ModuleNotFoundError(f"No module named {name!r} (blocked in this test)", name=name)
+        return None
+sys.meta_path.insert(0, _Blocked())
+'''
+TRAINING = "torch,datasets,sklearn,scipy,safetensors,matplotlib,onnx,onnxscript,onnx_ir,yaml"
+
+
+def _env(tmp_path: Path, blocked: str = TRAINING) -> dict[str, str]:
+    guard = tmp_path / "guard"
+    guard.mkdir(exist_ok=True)
+    (guard / "sitecustomize.py").write_text(_GUARD)
+    return {**os.environ, "PYTHONPATH": str(guard), "GUARD_BLOCK": blocked,
+            "GUARD_LOG": str(tmp_path / "blocked.log")}
+
+
+def _cli(*args, env=None, timeout=60) -> subprocess.CompletedProcess:
+    return subprocess.run([sys.executable, "-m", "tfm_cls.cli", *args], capture_output=True, text=True, env=env,
+                          timeout=timeout)
+
+
+def _one_error_line(proc) -> str:
+    lines = proc.stderr.strip().splitlines()
+    assert proc.returncode == 2 and len(lines) == 1 and lines[0].startswith("error: "), proc.stderr
+    return lines[0]
+
+
+def test_serve_help_and_infer_import_no_training_library(models, tmp_path):
+    env = _env(tmp_path)
+    assert "--max-batch-tokens" in _cli("serve", "--help", env=env).stdout
+    assert _cli("--help", env=env).returncode == 0
+    proc = subprocess.run([sys.executable, "-m", "tfm_cls.cli", "infer", "--model", str(models["single_label"]),
+                           "--no-progress"], input="a film\n", capture_output=True, text=True, env=env, timeout=60)
+    assert proc.returncode == 0 and '"label"' in proc.stdout, proc.stderr
+    code = "import tfm_cls.serve.app, tfm_cls.serve.cli, tfm_cls.serve.service"
+    assert subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, timeout=60).returncode == 0
+    assert not (tmp_path / "blocked.log").exists(), (tmp_path / "blocked.log").read_text()
+
+
+def test_training_without_the_training_install_is_one_line(tmp_path):
+    line = _one_error_line(_cli("train", "--config", "bbc", env=_env(tmp_path)))
+    assert "tfm-cls train needs the training install: pip install 'tfm-cls[train]'" in line
+
+
+def test_serve_without_the_serve_extra_is_one_line(models, tmp_path):
+    line = _one_error_line(_cli("serve", str(models["single_label"]), env=_env(tmp_path, "starlette,uvicorn")))
+    assert "pip install 'tfm-cls[serve]'" in line
+
+
+def test_bad_models_and_flags_are_one_line(models, tmp_path):
+    assert "not found" in _one_error_line(_cli("serve", str(tmp_path / "none.onnx")))
+    junk = tmp_path / "junk.onnx"
+    junk.write_bytes(b"not onnx")
+    assert "not a readable ONNX model" in _one_error_line(_cli("serve", str(junk)))
+    line = _one_error_line(_cli("serve", str(models["single_label"]), "--max-batch-size", "0", "--request-timeout", "0"))
+    assert "--max-batch-size" in line and "--request-timeout" in line
+
+
+def _free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def _start(model: Path, *flags: str, log: Path) -> tuple[subprocess.Popen, str]:
+    port = _free_port()
+    proc = subprocess.Popen([sys.executable, "-m", "tfm_cls.cli", "serve", str(model), "--port", str(port),
+                             "--threads", "1", *flags], stdout=log.open("w"), stderr=subprocess.STDOUT)
+    url = f"http://127.0.0.1:{port}"
+    deadline = time.monotonic() + 60
+    while True:
+        assert proc.poll() is None, log.read_text()
+        assert time.monotonic() < deadline, log.read_text()
+        try:
+            if httpx.get(url + "/health", timeout=1).status_code == 200:
+                return proc, url
+        except httpx.TransportError:
+            pass
+        time.sleep(0.1)
+
+
+def _stop(proc: subprocess.Popen) -> None:
+    if proc.poll() is None:
+        proc.kill()
+        proc.wait(10)
+
+
+def test_sigterm_under_load_answers_every_request_sent_before_it(models, tmp_path):
+    proc, url = _start(models["single_label"], "--graceful-timeout", "10", log=tmp_path / "server.log")
+    try:
+        sent_before: list[int] = []
+        stopped = {"at": None}
+
+        def client(n: int) -> list[tuple[float, int | str]]:
+            out = []
+            with httpx.Client(timeout=10) as c:
+                for i in range(40):  # bounded: 40 requests a client
+                    t = time.monotonic()
+                    try:
+                        r = c.post(url + "/predict", json={"inputs": f"the film {n} {i}"})
+                        out.append((t, r.status_code))
+                    except httpx.TransportError as err:
+                        out.append((t, type(err).__name__))
+                        break
+                    if stopped["at"] is None and n == 0 and i == 10:
+                        stopped["at"] = time.monotonic()
+                        proc.send_signal(signal.SIGTERM)
+            return out
+
+        with concurrent.futures.ThreadPoolExecutor(4) as pool:
+            results = [x for chunk in pool.map(client, range(4)) for x in chunk]
+        assert proc.wait(20) == 0
+        statuses = [s for _, s in results]
+        assert all(s in (200, 503) or isinstance(s, str) for s in statuses), statuses  # no 5xx but draining's 503
+        sent_before = [s for t, s in results if t < stopped["at"] - 0.05]
+        assert sent_before and all(s == 200 for s in sent_before), sent_before  # nothing accepted was lost
+        assert "draining" in (tmp_path / "server.log").read_text()
+    finally:
+        _stop(proc)
+
+
+def _workers(parent: int) -> list[int]:
+    children = Path(f"/proc/{parent}/task/{parent}/children").read_text().split()
+    return [int(c) for c in children if b"spawn_main" in Path(f"/proc/{c}/cmdline").read_bytes()]
+
+
+def test_a_killed_worker_is_replaced_while_the_other_serves(models, tmp_path):
+    proc, url = _start(models["single_label"], "--workers", "2", log=tmp_path / "server.log")
+    try:
+        deadline = time.monotonic() + 30
+        while len(_workers(proc.pid)) < 2:
+            assert time.monotonic() < deadline
+            time.sleep(0.1)
+        before = _workers(proc.pid)
+        os.kill(before[0], signal.SIGKILL)
+        ok = 0
+        with httpx.Client(timeout=5) as c:
+            for i in range(50):  # bounded; new connections reach the survivor
+                try:
+                    ok += c.post(url + "/predict", json={"inputs": f"text {i}"}, headers={"Connection": "close"}
+                                 ).status_code == 200
+                except httpx.TransportError:
+                    pass
+        assert ok >= 45
+        deadline = time.monotonic() + 30
+        while not (len(_workers(proc.pid)) == 2 and before[0] not in _workers(proc.pid)):
+            assert time.monotonic() < deadline, (tmp_path / "server.log").read_text()
+            time.sleep(0.2)
+        metrics = httpx.get(url + "/metrics", timeout=5).text
+        assert "te_request_success_total" in metrics  # multiprocess mode: every worker's values
+        proc.send_signal(signal.SIGTERM)
+        assert proc.wait(30) == 0
+    finally:
+        _stop(proc)
