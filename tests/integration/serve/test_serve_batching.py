@@ -11,7 +11,7 @@ import time
 
 import httpx
 import pytest
-import serve_kit as K
+from kits import serve_kit as K
 
 from tfm_cls.serve.app import create_app
 from tfm_cls.serve.settings import ServeSettings

@@ -4,8 +4,8 @@ model, /classify's infer rows, /health, /info, /metrics, timing headers, top_k, 
 from __future__ import annotations
 
 import pytest
-import serve_kit as K
-from serve_kit import open_client
+from kits import serve_kit as K
+from kits.serve_kit import open_client
 
 
 def test_a_single_text_gets_every_label_sorted_by_score(client):

@@ -4,12 +4,12 @@ process (Starlette's TestClient: no socket, no port) per model kind."""
 from __future__ import annotations
 
 import pytest
-import serve_kit as K
+from kits import serve_kit as K
 
 pytest.importorskip("starlette", reason="tfm-cls[serve] is not installed")
 pytest.importorskip("httpx", reason="Starlette's TestClient needs httpx")
 
-from serve_kit import open_client  # noqa: E402
+from kits.serve_kit import open_client  # noqa: E402
 
 
 @pytest.fixture(scope="session")

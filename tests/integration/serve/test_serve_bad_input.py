@@ -108,7 +108,7 @@ def test_not_an_object(client):
 
 
 def test_a_wrong_api_key(models):
-    from serve_kit import open_client
+    from kits.serve_kit import open_client
 
     c = open_client(models["single_label"], api_key="k")
     try:

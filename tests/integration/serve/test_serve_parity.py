@@ -4,7 +4,7 @@ a multi-label, a sentence-pair and a chunked long-text model: one code path (Cla
 from __future__ import annotations
 
 import pytest
-import serve_kit as K
+from kits import serve_kit as K
 
 
 @pytest.mark.parametrize("kind", ["single_label", "multi_label", "pair", "chunked"])
