@@ -84,6 +84,16 @@ class SingleLabel:
         return {"label": labels[best], "score": round(float(scores[best]), 6),
                 "probabilities": _probabilities(labels, scores)}
 
+    def label_scores(self, scores: np.ndarray, chosen: np.ndarray | None, labels: list[str]) -> list[dict[str, Any]]:
+        """Every label as {"label", "score"}, highest score first (the service's /predict answer,
+        TEI's shape); with per-label decisions, each says whether it was "selected"."""
+        order = np.argsort(-scores, kind="stable")
+        entries = [{"label": labels[j], "score": float(scores[j])} for j in order]
+        if chosen is not None:
+            for entry, j in zip(entries, order):
+                entry["selected"] = bool(chosen[j])
+        return entries
+
     def csv_columns(self, labels: list[str]) -> list[str]:
         return ["label", "score", *(f"prob_{label}" for label in labels)]
 
@@ -215,6 +225,10 @@ class Regression(SingleLabel):
 
     def fields(self, scores: np.ndarray | None, chosen: np.ndarray | None, labels: list[str]) -> dict[str, Any]:
         return {"value": None if scores is None else round(float(scores), 6)}
+
+    def label_scores(self, scores: np.ndarray, chosen: np.ndarray | None, labels: list[str]) -> list[dict[str, Any]]:
+        """The value as the score of the one label (the label column's name)."""
+        return [{"label": labels[0] if labels else "value", "score": float(scores)}]
 
     def csv_columns(self, labels: list[str]) -> list[str]:
         return ["value"]

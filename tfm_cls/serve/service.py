@@ -15,14 +15,12 @@ import time
 import weakref
 from typing import Any
 
-import numpy as np
 from tokenizers import Tokenizer
 
 from tfm_cls import __version__
 from tfm_cls.io import file_sha256
 from tfm_cls.runtime.batching import DEFAULT_MAX_TOKENS
 from tfm_cls.runtime.classifier import Classifier, Inputs
-from tfm_cls.runtime.heads import REGRESSION
 from tfm_cls.runtime.text import TextEncoder
 from tfm_cls.serve.batcher import Batcher, Job, Result
 from tfm_cls.serve.errors import OVERLOADED, TOKENIZER, UNHEALTHY, VALIDATION, ApiError
@@ -252,19 +250,11 @@ class Service:
         """TEI's /predict answer: per input, every label as {"label", "score"} by score, highest
         first (multi-label: per-label sigmoids, with "selected" by the export's thresholds;
         regression: the value as the score of the one label); `top_k` keeps the first k."""
-        labels = self.classifier.labels
-        regression = self.classifier.head.task == REGRESSION
+        head, labels = self.classifier.head, self.classifier.labels
         out = []
         for i in range(len(req.texts)):
-            row = result.scores[i]
-            if regression:
-                entries = [{"label": labels[0] if labels else "value", "score": float(row)}]
-            else:
-                order = np.argsort(-row, kind="stable")
-                entries = [{"label": labels[j], "score": float(row[j])} for j in order]
-                if result.chosen is not None:
-                    for entry, j in zip(entries, order):
-                        entry["selected"] = bool(result.chosen[i][j])
+            chosen = None if result.chosen is None else result.chosen[i]
+            entries = head.label_scores(result.scores[i], chosen, labels)
             out.append(entries[: req.top_k] if req.top_k else entries)
         return out[0] if req.single else out
 
@@ -301,7 +291,7 @@ class Service:
                 "long_text": dataclasses.asdict(c.policy), "weights_sha256": meta.weights_sha256,
                 "exported_by": meta.version, "tfm_cls_version": __version__, "workers": s.workers,
                 "threads": s.threads, "max_wait_ms": s.max_wait_ms, "request_timeout": s.request_timeout,
-                "thresholds": None if c.head.task != "multi_label" else [float(t) for t in c.thresholds]}
+                "thresholds": [float(t) for t in c.thresholds] if c.head.decision_fields else None}
 
 
 def load_classifier(settings: ServeSettings) -> Classifier:
