@@ -305,6 +305,12 @@ class MultiLabelConfig:
     """A row with no label over its threshold gets its most probable label (false: it may get none)."""
     pos_weight: typing.Literal["none", "balanced"] = "none"
     """BCE positive-class weights: balanced = negatives / positives of each label in train (<= 100)."""
+    prior_init: bool = True
+    """Start each label's output bias at the log-odds of its frequency in train (clipped to
+    [1/(N+1), N/(N+1)]), so each sigmoid starts at its label's base rate, not at 0.5: on many rare
+    labels a zero start spends the first thousands of steps learning base rates (docs/tasks.md,
+    "Many rare labels"). Not applied on resume (the checkpoint has the bias); false: the head's
+    own initialisation."""
 
     def __post_init__(self) -> None:
         require(0.0 < self.threshold < 1.0, f"multi_label.threshold: expected a probability in (0, 1), got {self.threshold}")

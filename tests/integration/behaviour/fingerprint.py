@@ -23,7 +23,10 @@ restructure (the first five came out unchanged there), and go through the comman
 
 One deliberate change since: the heads restructure gave `tfm-cls predict` the rows of `tfm-cls
 infer` for every head (before, multi-label, regression and pair runs printed unrounded rows
-without "truncated"), so the `predict` hashes of those four runs are their recorded `infer` hashes.
+without "truncated"), so the `predict` hashes of those four runs are their recorded `infer` hashes. And one since the
+restructure: multi-label heads start each label's bias at the log-odds of its training frequency
+(`multi_label.prior_init`, default true; issue 27), so the `multi_label` entries (training and
+export_infer) were re-recorded at that commit, every other entry unchanged.
 
 Left out as not deterministic: the TIMING_KEYS of every JSON (timing, throughput, device) and
 the path of the temporary folder (written as <work>).
