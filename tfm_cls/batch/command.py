@@ -120,7 +120,9 @@ def run(args, predictor: type | None = None) -> str:
         ray.data.DataContext.get_current().enable_progress_bars = not args.no_progress
         pair_field = args.pair_field if probe.pair else None
         try:
-            count = ray.remote(count_file).options(num_cpus=0, max_retries=3)
+            # One CPU each: before the actors start, the CPUs are free, and a task of no CPU
+            # would start a worker process per file at once.
+            count = ray.remote(count_file).options(num_cpus=1, max_retries=3)
             expected = ray.get([count.remote(f, args.text_field, pair_field) for f in files])
             checked = time.perf_counter()
             concurrency = args.concurrency or max(1, cluster.cluster_cpus() // args.threads)
@@ -195,12 +197,13 @@ def _pipeline(ray, files, args, pair_field, predictor, kwargs, concurrency) -> l
     drop = () if args.keep_text else ("text", "pair")
     ds = ray.data.from_items(items, override_num_blocks=len(items))
     # Reading and writing take no CPU of their own: the actors hold the CPUs, and a step that
-    # waited for one would wait for ever.
+    # waited for one would wait for ever. A few tasks at a time: each is a worker process.
+    io_tasks = ray.data.TaskPoolStrategy(size=max(1, min(len(items), concurrency)))
     ds = ds.map_batches(_read_files, fn_kwargs={"text_field": args.text_field, "pair_field": pair_field},
-                        batch_size=1, num_cpus=0, batch_format="numpy")
+                        batch_size=1, num_cpus=0, batch_format="numpy", compute=io_tasks)
     ds = ds.map_batches(predictor, fn_constructor_kwargs=kwargs, batch_size=args.buffer_texts, batch_format="pyarrow",
                         compute=ray.data.ActorPoolStrategy(size=concurrency), num_cpus=args.threads,
                         ray_remote_args_fn=functools.partial(retries, args.max_restarts))
     ds = ds.map_batches(outputs.write_block, fn_kwargs={"uri": args.output, "fmt": args.output_format, "drop": drop},
-                        batch_size=None, batch_format="pyarrow", num_cpus=0)
+                        batch_size=None, batch_format="pyarrow", num_cpus=0, compute=io_tasks)
     return ds.take_all()

@@ -87,7 +87,8 @@ def list_inputs(spec: str, fmt: str | None = None) -> list[InputFile]:
             paths = [p for p in paths if not os.path.basename(p).startswith((".", "_"))
                      and (fmt is not None or os.path.splitext(p)[1].lower() in EXTENSIONS)]
     if not paths:
-        raise InferenceError(f"no input files in {spec}" + ("" if fmt else f" (extensions {sorted(EXTENSIONS)})"))
+        known = "" if fmt or magic or info.type == fs.FileType.File else f" with extension {sorted(EXTENSIONS)}"
+        raise InferenceError(f"no input files{known} in {spec}")
     files = []
     for path in paths:
         kind = fmt or EXTENSIONS.get(os.path.splitext(path)[1].lower())

@@ -14,8 +14,8 @@ inference) and `empty`.
 Bad texts (docs/batch-inference.md): a null, empty or blank text gets a row with `empty` true and
 no label, as an empty line does in `tfm-cls infer`. A value that is not a string (a number, a
 list) is an InferenceError naming the column, the row and its id (`invalid="error"`, the default),
-or with `invalid="column"` a row like an empty one whose `error` column says what was wrong. No
-row is ever dropped. Nothing here imports ray: the class is plain Python that Ray instantiates.
+or with `invalid="column"` a row like an empty one whose `error` column says what was wrong (a
+column of mixed types comes back as strings). No row is ever dropped. Nothing here imports ray: the class is plain Python that Ray instantiates.
 """
 
 from __future__ import annotations
@@ -42,17 +42,34 @@ def _pyarrow():
     return pyarrow
 
 
-def as_table(batch: Any):
-    """A pyarrow Table of a Ray batch: a Table already, a pandas DataFrame, or a dict of columns."""
+def _column(values: list, pa):
+    """An Arrow array of a column's values; one of mixed types (a number among texts) becomes
+    strings, nulls kept (its rows say what was wrong)."""
+    try:
+        return pa.array(values)
+    except (pa.ArrowInvalid, pa.ArrowTypeError):
+        return pa.array([None if v is None else str(v) for v in values], pa.string())
+
+
+def as_columns(batch: Any) -> dict[str, list]:
+    """The columns of a Ray batch as Python lists: a pyarrow Table, a pandas DataFrame or a dict of
+    columns (numpy arrays or lists)."""
     pa = _pyarrow()
     if isinstance(batch, pa.Table):
-        return batch
+        return {name: batch.column(name).to_pylist() for name in batch.column_names}
     if isinstance(batch, dict):
-        return pa.table({k: pa.array(list(v)) if isinstance(v, np.ndarray) and v.dtype == object else v
-                         for k, v in batch.items()})
+        return {k: v.tolist() if isinstance(v, np.ndarray) else list(v) for k, v in batch.items()}
     if hasattr(batch, "to_dict") and hasattr(batch, "columns"):  # a pandas DataFrame
-        return pa.Table.from_pandas(batch, preserve_index=False)
+        import pandas
+
+        return {str(k): [None if _is_na(v, pandas) else v for v in batch[k].tolist()] for k in batch.columns}
     raise InferenceError(f"a batch must be a pyarrow Table, a pandas DataFrame or a dict of columns, got {type(batch).__name__}")
+
+
+def _is_na(value: Any, pandas) -> bool:
+    """pandas' missing value (None, NaN, pd.NA, NaT) in an object or string column."""
+    na = pandas.isna(value)
+    return isinstance(na, (bool, np.bool_)) and bool(na)
 
 
 class OnnxClassifier:
@@ -92,22 +109,22 @@ class OnnxClassifier:
     def __call__(self, batch: Any):
         """The batch's columns plus one prediction per row, in the batch's order ([rows] columns)."""
         pa = _pyarrow()
-        table = as_table(batch)
+        given = as_columns(batch)
         wanted = [self.text_column, *([self.pair_column] if self.pair_column else [])]
-        missing = [c for c in wanted if c not in table.column_names]
+        missing = [c for c in wanted if c not in given]
         if missing:
-            raise InferenceError(f"the batch has no column {missing} (columns: {table.column_names}); "
+            raise InferenceError(f"the batch has no column {missing} (columns: {list(given)}); "
                                  "set text_column / pair_column")
-        texts = table.column(self.text_column).to_pylist()
-        pairs = table.column(self.pair_column).to_pylist() if self.pair_column else None
-        ids = table.column(self.id_column).to_pylist() if self.id_column in table.column_names else None
+        texts = given[self.text_column]
+        pairs = given[self.pair_column] if self.pair_column else None
+        ids = given.get(self.id_column) if self.id_column else None
         errors = [self._problem(texts, pairs, i, ids) for i in range(len(texts))]
         rows = self._rows(texts, pairs, errors)
         columns = {key: [row[key] for row in rows] for key in (rows[0] if rows else self.empty_row())
                    if key not in ROW_KEYS}
         if self.invalid == "column":
             columns["error"] = errors
-        out = table
+        out = batch if isinstance(batch, pa.Table) else pa.table({k: _column(v, pa) for k, v in given.items()})
         for name, values in columns.items():
             array = pa.array(values, type=self._type(name, pa))
             if name in out.column_names:  # a prediction column replaces an input column of that name
