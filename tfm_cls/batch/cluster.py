@@ -64,7 +64,9 @@ def cluster_cpus() -> int:
 
 
 def user_error(err: BaseException) -> TfmClsError | None:
-    """The TfmClsError a Ray failure carries (raised in a task or an actor), or None."""
+    """The TfmClsError raised in a task or an actor that a Ray failure carries, or None. Ray
+    re-raises it as a RayTaskError that is also an instance of its class, with the remote
+    traceback as its message; the original is its `cause` (or further down the chain)."""
     seen = set()
     stack = [err]
     while stack:
@@ -72,9 +74,10 @@ def user_error(err: BaseException) -> TfmClsError | None:
         if e is None or id(e) in seen:
             continue
         seen.add(id(e))
-        if isinstance(e, TfmClsError):
-            return type(e)(str(e).splitlines()[0]) if "\n" in str(e) else e
-        stack += [e.__cause__, e.__context__, getattr(e, "cause", None)]
+        cause = getattr(e, "cause", None)
+        if isinstance(e, TfmClsError) and cause is None:
+            return e
+        stack += [e.__context__, e.__cause__, cause]  # the last pushed is looked at first
     return None
 
 

@@ -22,6 +22,7 @@ from __future__ import annotations
 
 import argparse
 import functools
+import json
 import logging
 import sys
 import time
@@ -112,14 +113,15 @@ def run(args, predictor: type | None = None) -> str:
                        args.max_tokens)
     kwargs = predictor_kwargs(args, probe.pair)
     files = list_inputs(args.input, args.input_format)
-    outputs.prepare_folder(args.output, args.overwrite)
-    started = cluster.connect(args.address, temp_dir=args.temp_dir)
+    created = outputs.prepare_folder(args.output, args.overwrite)
+    started = False
     try:
-        import ray.data
-
-        ray.data.DataContext.get_current().enable_progress_bars = not args.no_progress
-        pair_field = args.pair_field if probe.pair else None
         try:
+            started = cluster.connect(args.address, temp_dir=args.temp_dir)
+            import ray.data
+
+            ray.data.DataContext.get_current().enable_progress_bars = not args.no_progress
+            pair_field = args.pair_field if probe.pair else None
             # One CPU each: before the actors start, the CPUs are free, and a task of no CPU
             # would start a worker process per file at once.
             count = ray.remote(count_file).options(num_cpus=1, max_retries=3)
@@ -132,36 +134,35 @@ def run(args, predictor: type | None = None) -> str:
                 raise InferenceError("the output is not every input row exactly once: " + "; ".join(problems[:5]))
             written = {r["file"] for r in reports if r["file"]}
             orphans = outputs.remove_parts(args.output, keep=written)
+            rows = sum(e["rows"] for e in expected)
+            seconds = time.perf_counter() - start
+            parts = sorted(({"file": r["file"], "rows": r["rows"]} for r in reports if r["file"]),
+                           key=lambda p: p["file"])
+            outputs.write_manifest(args.output, {
+                "rows": rows, "format": args.output_format, "parts": parts,
+                "inputs": [{"path": e["path"], "rows": e["rows"]} for e in expected],
+                "model": args.model, "model_sha256": file_sha256(args.model), "labels": probe.labels,
+                "columns": _columns(probe, args.keep_text),
+                "concurrency": concurrency, "threads": args.threads, "seconds": round(seconds, 3),
+                "check_seconds": round(checked - start, 3),
+            })
         except BaseException as err:
             outputs.remove_parts(args.output)
-            if isinstance(err, (InferenceError, KeyboardInterrupt)):
+            if created:
+                outputs.remove_if_empty(args.output)
+            if isinstance(err, KeyboardInterrupt):
                 raise
             known = cluster.user_error(err)
             if known is not None:
                 raise InferenceError(str(known)) from None
             raise InferenceError(cluster.failure_message(err, args.max_restarts)) from None
-        rows = sum(e["rows"] for e in expected)
-        seconds = time.perf_counter() - start
-        manifest = {
-            "rows": rows, "format": args.output_format,
-            "parts": sorted(({"file": r["file"], "rows": r["rows"]} for r in reports if r["file"]),
-                            key=lambda p: p["file"]),
-            "inputs": [{"path": e["path"], "rows": e["rows"]} for e in expected],
-            "model": args.model, "model_sha256": file_sha256(args.model), "labels": probe.labels,
-            "columns": _columns(probe, args.keep_text),
-            "concurrency": concurrency, "threads": args.threads, "seconds": round(seconds, 3),
-            "check_seconds": round(checked - start, 3),
-        }
-        outputs.write_manifest(args.output, manifest)
     finally:
         if started:
             ray.shutdown()
     if orphans:
         log.info("removed %d parts of retried tasks that were never reported", orphans)
-    import json
-
-    return json.dumps({"output": args.output, "rows": rows, "parts": len(manifest["parts"]),
-                       "seconds": round(seconds, 3), "texts_per_second": round(rows / max(seconds, 1e-9), 1)})
+    return json.dumps({"output": args.output, "rows": rows, "parts": len(parts), "seconds": round(seconds, 3),
+                       "texts_per_second": round(rows / max(seconds, 1e-9), 1)})
 
 
 def _columns(probe, keep_text: bool) -> list[str]:

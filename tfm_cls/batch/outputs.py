@@ -24,9 +24,10 @@ MANIFEST = "_manifest.json"
 PART_PREFIX = "part-"
 
 
-def prepare_folder(uri: str, overwrite: bool) -> None:
-    """Create the output folder; one that holds files is refused (or, with `overwrite`, emptied of
-    an earlier run's parts and manifest; other files are never touched)."""
+def prepare_folder(uri: str, overwrite: bool) -> bool:
+    """Create the output folder (True: it was not there); one that holds files is refused (or,
+    with `overwrite`, emptied of an earlier run's parts and manifest; other files are never
+    touched)."""
     from pyarrow import fs
 
     filesys, root = filesystem(uri)
@@ -44,6 +45,16 @@ def prepare_folder(uri: str, overwrite: bool) -> None:
         for path in ours:
             filesys.delete_file(path)
     filesys.create_dir(root, recursive=True)
+    return info.type == fs.FileType.NotFound
+
+
+def remove_if_empty(uri: str) -> None:
+    """Remove the folder `uri` if it holds nothing (a failed run leaves no empty output behind)."""
+    from pyarrow import fs
+
+    filesys, root = filesystem(uri)
+    if not filesys.get_file_info(fs.FileSelector(root, allow_not_found=True)):
+        filesys.delete_dir(root)
 
 
 def write_block(table, uri: str, fmt: str, drop: tuple[str, ...] = ()):

@@ -64,4 +64,4 @@ def test_an_actor_that_always_dies_fails_the_run_and_leaves_no_output(ray_cluste
     with pytest.raises(InferenceError, match="actor died and was restarted 1 times without finishing"):
         R.batch(models["single_label"], src, cwd_tmp / "out", "--buffer-texts", "10", "--max-restarts", "1",
                 predictor=dying_classifier(str(calls), set(range(1, 100))))
-    assert list((cwd_tmp / "out").iterdir()) == []
+    assert not (cwd_tmp / "out").exists()
