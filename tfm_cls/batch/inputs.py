@@ -54,6 +54,18 @@ def _join(uri: str, path: str) -> str:
     return f"{uri.split('://', 1)[0]}://{path}"
 
 
+def _glob_match(path: str, pattern: str) -> bool:
+    """The shell's rule: `*` and `?` stay within one path component (`**` spans any number of
+    them), and a name starting with "." or "_" matches only a pattern component that does too."""
+    names, parts = path.split("/"), pattern.split("/")
+    base, wanted = names[-1], parts[-1]
+    if base.startswith((".", "_")) and not wanted.startswith(base[0]):
+        return False
+    if "**" in parts:
+        return fnmatch.fnmatch(path, pattern.replace("**/", "*"))
+    return len(names) == len(parts) and all(fnmatch.fnmatch(n, p) for n, p in zip(names, parts))
+
+
 def list_inputs(spec: str, fmt: str | None = None) -> list[InputFile]:
     """The files of a file, a folder (every file below it with a known extension, or of `fmt`) or a
     glob (`data/*.parquet`, `s3://bucket/part-*.jsonl`), sorted by path; an InferenceError when
@@ -82,7 +94,7 @@ def list_inputs(spec: str, fmt: str | None = None) -> list[InputFile]:
         if magic:
             pattern = os.path.join(root, "/".join(spec.split("/")[first:])) if "://" not in spec else \
                 f"{root.rstrip('/')}/{'/'.join(spec.split('/')[first:])}"
-            paths = [p for p in paths if fnmatch.fnmatch(p, pattern)]
+            paths = [p for p in paths if _glob_match(p, pattern)]
         else:  # a folder: the files of a known format, hidden ones (._SUCCESS, .crc) left out
             paths = [p for p in paths if not os.path.basename(p).startswith((".", "_"))
                      and (fmt is not None or os.path.splitext(p)[1].lower() in EXTENSIONS)]
