@@ -12,6 +12,9 @@ configurations and the table gives medians:
   * start-up overhead: the wall time on --small texts (Python, the model, Ray's cluster and actors);
   * per-text cost: (wall(N) - wall(small)) / (N - small), the part that grows with the input;
     Ray's per-text overhead is 1 actor's per-text cost against infer's at 1 thread, the model's;
+  * CPU time per text, user + system over every process of the command's tree, the same
+    difference of the two runs: the cost that does not depend on how loaded the machine is, so
+    Ray's overhead per text is also given as 1 actor's CPU per text against infer's;
   * peak memory (VmHWM) of every process of the command's tree, grouped by role (driver, actor,
     raylet, gcs_server, other Ray workers), polled from /proc.
 Without --model a random-weight student is exported (d_model 128, 2 layers; the training install).
@@ -87,15 +90,21 @@ def _descendants(pid: int) -> list[int]:
     return out
 
 
-def _peak_and_title(pid: int) -> tuple[int, str] | None:
+TICK = os.sysconf("SC_CLK_TCK")
+
+
+def _peak_cpu_and_title(pid: int) -> tuple[int, float, str] | None:
+    """(VmHWM KiB, user + system CPU seconds so far, command line) of a process."""
     try:
         with open(f"/proc/{pid}/status") as f:
             hwm = next((int(line.split()[1]) for line in f if line.startswith("VmHWM:")), 0)
+        with open(f"/proc/{pid}/stat") as f:
+            fields = f.read().rsplit(")", 1)[1].split()
         with open(f"/proc/{pid}/cmdline", "rb") as f:
             title = f.read().replace(b"\0", b" ").decode(errors="replace").strip()
-    except OSError:
+    except (OSError, IndexError):
         return None
-    return hwm, title
+    return hwm, (int(fields[11]) + int(fields[12])) / TICK, title
 
 
 def role(pid: int, root: int, title: str) -> str:
@@ -109,18 +118,21 @@ def role(pid: int, root: int, title: str) -> str:
 
 
 def run_measured(cmd: list[str], env: dict) -> dict:
-    """Wall seconds and peak memory (MiB) per role of the process tree of `cmd`."""
+    """Wall seconds, CPU seconds (every process of the tree, polled: a process's last 0.2 s before
+    it exits may be missed) and peak memory (MiB) per role of the process tree of `cmd`."""
     start = time.perf_counter()
     proc = subprocess.Popen(cmd, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
     peaks: dict[int, tuple[int, str]] = {}
+    cpu: dict[int, float] = {}
     while proc.poll() is None:
         for pid in _descendants(proc.pid):
-            seen = _peak_and_title(pid)
+            seen = _peak_cpu_and_title(pid)
             if seen is not None:
                 old = peaks.get(pid, (0, ""))
                 # keep the highest peak, and the most telling title (a Ray worker renames itself)
-                title = seen[1] if "MapWorker" in seen[1] or "MapWorker" not in old[1] else old[1]
+                title = seen[2] if "MapWorker" in seen[2] or "MapWorker" not in old[1] else old[1]
                 peaks[pid] = (max(old[0], seen[0]), title)
+                cpu[pid] = max(cpu.get(pid, 0.0), seen[1])
         time.sleep(0.2)
     out, err = proc.communicate()
     seconds = time.perf_counter() - start
@@ -131,7 +143,7 @@ def run_measured(cmd: list[str], env: dict) -> dict:
         roles.setdefault(role(pid, proc.pid, title), []).append(hwm)
     memory = {name: {"processes": len(v), "max_mib": round(max(v) / 1024, 1), "sum_mib": round(sum(v) / 1024, 1)}
               for name, v in sorted(roles.items())}
-    return {"seconds": seconds, "memory": memory}
+    return {"seconds": seconds, "cpu_seconds": round(sum(cpu.values()), 2), "memory": memory}
 
 
 # ---- the configurations ------------------------------------------------------------------------
@@ -185,10 +197,15 @@ def main(argv: list[str] | None = None) -> int:
             big = statistics.median(x["seconds"] for x in runs[name]["big"])
             small = statistics.median(x["seconds"] for x in runs[name]["small"])
             per_text = (big - small) / max(n_big - n_small, 1)
+            cpu_big = statistics.median(x["cpu_seconds"] for x in runs[name]["big"])
+            cpu_small = statistics.median(x["cpu_seconds"] for x in runs[name]["small"])
+            cpu_per_text = (cpu_big - cpu_small) / max(n_big - n_small, 1)
             memory = runs[name]["big"][-1]["memory"]
             rows[name] = {"seconds": round(big, 2), "startup_seconds": round(small, 2),
                           "texts_per_s": round(n_big / big, 1), "marginal_texts_per_s": round(1 / per_text, 1),
-                          "per_text_us": round(per_text * 1e6, 1), "memory": memory,
+                          "per_text_us": round(per_text * 1e6, 1), "cpu_seconds": round(cpu_big, 2),
+                          "startup_cpu_seconds": round(cpu_small, 2), "cpu_per_text_us": round(cpu_per_text * 1e6, 1),
+                          "memory": memory,
                           "all_seconds": [round(x["seconds"], 2) for x in runs[name]["big"]],
                           "all_startup_seconds": [round(x["seconds"], 2) for x in runs[name]["small"]]}
         one, two, base = rows["ray, 1 actor"], rows["ray, 2 actors"], rows["infer, 1 thread"]
@@ -196,18 +213,22 @@ def main(argv: list[str] | None = None) -> int:
             "ray_2_vs_1_actor_end_to_end": round(two["texts_per_s"] / one["texts_per_s"], 3),
             "ray_2_vs_1_actor_marginal": round(two["marginal_texts_per_s"] / one["marginal_texts_per_s"], 3),
             "ray_overhead_per_text_vs_model": round(one["per_text_us"] / base["per_text_us"] - 1, 3),
+            "ray_cpu_overhead_per_text_vs_model": round(one["cpu_per_text_us"] / base["cpu_per_text_us"] - 1, 3),
+            "ray_2_vs_1_actor_cpu_per_text": round(two["cpu_per_text_us"] / one["cpu_per_text_us"], 3),
             "infer_2_vs_1_thread_marginal": round(rows["infer, 2 threads"]["marginal_texts_per_s"]
                                                   / base["marginal_texts_per_s"], 3),
         }
         print(f"\n{n_big:,} short texts ({args.data.parent.name}), {args.rounds} rounds, medians; "
               f"start-up run: {n_small:,} texts; {os.cpu_count()} CPUs, load {load_before[0]:.1f}\n")
-        print("| command | wall s | texts/s | start-up s | per text us | marginal texts/s | peak MiB (role: max) |")
-        print("|---|---|---|---|---|---|---|")
+        print("| command | wall s | texts/s | start-up s | per text us | marginal texts/s | CPU us per text | "
+              "start-up CPU s | peak MiB (role: max) |")
+        print("|---|---|---|---|---|---|---|---|---|")
         for name, row in rows.items():
             mem = ", ".join(f"{k} {v['max_mib']:.0f}" + (f" x{v['processes']}" if v["processes"] > 1 else "")
                             for k, v in row["memory"].items())
             table.append(f"| {name} | {row['seconds']} | {row['texts_per_s']:,.0f} | {row['startup_seconds']} | "
-                         f"{row['per_text_us']} | {row['marginal_texts_per_s']:,.0f} | {mem} |")
+                         f"{row['per_text_us']} | {row['marginal_texts_per_s']:,.0f} | {row['cpu_per_text_us']} | "
+                         f"{row['startup_cpu_seconds']} | {mem} |")
         print("\n".join(table))
         print("\n" + "; ".join(f"{k}: {v}" for k, v in summary.items()))
         result = {"texts": n_big, "small": n_small, "data": str(args.data), "files": args.files,

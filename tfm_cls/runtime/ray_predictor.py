@@ -154,13 +154,13 @@ class OnnxClassifier:
         """`output_row` of every text: empty (null, blank or invalid) ones get no scores."""
         clf = self.classifier
         full = [i for i, t in enumerate(texts) if errors[i] is None and isinstance(t, str) and t.strip()]
-        records = [Record("", t if isinstance(t, str) else "", 0) for t in texts]
+        records = {i: Record("", texts[i], 0) for i in full}
         probs, truncated, windows = (clf.classify([texts[i] for i in full], None, [pairs[i] for i in full] if pairs
                                                   else None) if full else ([], [], []))
         chosen = clf.decide(probs) if full else None
         shown = clf.policy.chunk
-        rows: list[dict[str, Any]] = [output_row(r, clf.head, clf.labels, None, False, 0 if shown else None)
-                                      for r in records]
+        empty = output_row(Record("", "", 0), clf.head, clf.labels, None, False, 0 if shown else None)
+        rows: list[dict[str, Any]] = [empty] * len(texts)  # the same row for every empty text: never mutated
         for k, i in enumerate(full):
             rows[i] = output_row(records[i], clf.head, clf.labels, probs[k], truncated[k],
                                  windows[k] if shown else None, None if chosen is None else chosen[k])
