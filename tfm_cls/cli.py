@@ -123,6 +123,19 @@ def cmd_distill(args: argparse.Namespace) -> int:
     return 0
 
 
+def cmd_compress(args: argparse.Namespace) -> int:
+    from tfm_cls.distill import distill
+    from tfm_cls.distill.compress import compress_config, parse_layers
+
+    _quiet_datasets()
+    cfg = compress_config(args.run, parse_layers(args.layers), args.overrides, args.config)
+    metrics = distill(cfg, resume=args.resume, overwrite=args.overwrite)
+    from tfm_cls.tasks import head_for
+
+    _print_summary(cfg.resolved_run_dir(), metrics, head_for(cfg.student_config()).summary_keys)
+    return 0
+
+
 # ---- a trained run: evaluate, predict ------------------------------------------------------------------
 
 
@@ -368,6 +381,16 @@ def build_parser() -> argparse.ArgumentParser:
                                    "the result is an ordinary classification run directory (docs/distillation.md).")
     _config_arguments(p, "configs/distill", "trec", "trec")
     p.set_defaults(func=cmd_distill)
+
+    p = sub.add_parser("compress", help="distil a finished run into a student cut from it (a subset of its layers)",
+                       description="A student that keeps some of the teacher run's layers (with its embeddings and "
+                                   "head), distilled with the configs/distill/cut.yaml recipe; data, seed and "
+                                   "tokenizer length come from the run; the result is RUN-cutK beside it.")
+    p.add_argument("--run", required=True, help="the teacher: a finished classification run directory")
+    p.add_argument("--layers", required=True,
+                   help="K (K layers spread evenly, ending at the last), a list 0,2,4, first:K or every_other")
+    _config_arguments(p, "configs/distill", "cut", "cut")
+    p.set_defaults(func=cmd_compress)
 
     p = sub.add_parser("eval", help="evaluate a trained run on labelled data")
     p.add_argument("--run", required=True, help="run directory")

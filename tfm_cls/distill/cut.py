@@ -77,7 +77,7 @@ def resolve_layers(spec: LayerSpec, teacher_layers: int) -> list[int]:
         raise ConfigError(f"student.layers={spec}: asks for {k} layers; the teacher has {teacher_layers}")
     if kind == "first":
         return list(range(k))
-    return [round((i + 1) * teacher_layers / k) - 1 for i in range(k)]  # spread: distinct since k <= teacher_layers
+    return [(i + 1) * teacher_layers // k - 1 for i in range(k)]  # spread: distinct since k <= teacher_layers
 
 
 def cut_model_config(teacher_config: dict[str, Any], layers: list[int]) -> dict[str, Any]:

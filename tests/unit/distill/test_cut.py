@@ -19,6 +19,7 @@ from tfm_cls.model import TransformerClassifier
     ("spread:3", 6, [1, 3, 5]),
     ("spread:2", 6, [2, 5]),
     ("spread:6", 6, [0, 1, 2, 3, 4, 5]),
+    ("spread:4", 6, [0, 2, 3, 5]),
     ("first:1", 1, [0]),
 ])
 def test_resolve_layers(spec, depth, kept):
