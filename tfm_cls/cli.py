@@ -306,7 +306,7 @@ def cmd_quantize(args: argparse.Namespace) -> int:
     int8 = Path(args.output) if args.output else fp32.with_name(fp32.stem + ".int8.onnx")
     report = quantize_and_evaluate(
         fp32, args.data, int8, threshold=args.threshold, per_channel=args.per_channel,
-        batch_size=args.batch_size, limit=args.limit, text_field=args.text_field, label_field=args.label_field,
+        embeddings=not args.fp32_embeddings, batch_size=args.batch_size, limit=args.limit, text_field=args.text_field, label_field=args.label_field,
         pair_field=args.pair_field,
     )
     print(report)
@@ -441,6 +441,8 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--output", help="int8 file (default RUN/model.int8.onnx)")
     p.add_argument("--threshold", type=float, default=0.5, help="largest accepted drop of the task's metric (accuracy, micro-F1, Pearson x 100), in points")
     p.add_argument("--per-channel", action="store_true", help="per-channel weight scales")
+    p.add_argument("--fp32-embeddings", action="store_true",
+                   help="keep the embedding tables fp32 (default: int8 with one scale per row, where the gate allows)")
     p.add_argument("--batch-size", type=_positive, default=64)
     p.add_argument("--limit", type=_positive, help="evaluate on the first N examples only")
     p.add_argument("--text-field", default="text", help="the text's key / column (default: text)")
