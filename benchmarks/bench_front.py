@@ -56,6 +56,7 @@ def onnx_pair(run_dir: Path, gate_data: Path) -> dict[str, Path]:
     from tfm_cls.export.exporter import export_run
     from tfm_cls.export.quantize import quantize_and_evaluate
     from tfm_cls.export.verify import verify
+
     from tfm_cls.runs import load_run
 
     fp32, int8 = run_dir / "model.onnx", run_dir / "model.int8.onnx"
