@@ -243,11 +243,32 @@ def grouped(items: list[str]) -> dict[str, list[Path]]:
     return groups
 
 
+def discovered(runs: Path, dataset: str) -> dict[str, list[str]]:
+    """The runs of `dataset` under `runs` by the names the docs' commands give them: D-minilm (the
+    teacher), D (ours supervised), D-distill (the d128 student), D-minilm-cut* (`tfm-cls compress`);
+    a `-seedN` suffix makes a run one more seed of the same point."""
+    import re
+
+    found: dict[str, list[str]] = {"teacher": [], "supervised": [], "student": [], "cut": []}
+    for run in sorted(p for p in runs.glob(f"{dataset}*") if (p / "metrics.json").is_file()):
+        base = re.sub(r"-seed\d+$", "", run.name)
+        if base == f"{dataset}-minilm":
+            found["teacher"].append(str(run))
+        elif base == dataset:
+            found["supervised"].append(str(run))
+        elif base == f"{dataset}-distill":
+            found["student"].append(str(run))
+        elif base.startswith(f"{dataset}-minilm-cut"):
+            found["cut"].append(f"{base.removeprefix(f'{dataset}-minilm-')}={run}")
+    return found
+
+
 def main(argv: list[str] | None = None) -> int:
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("--dataset", required=True)
     p.add_argument("--data-root", default="../shared/data")
-    p.add_argument("--teacher", required=True, help="the teacher's run directory (MiniLM fine-tuned)")
+    p.add_argument("--runs", help="find the runs here by name (D-minilm, D, D-distill, D-minilm-cut*, -seedN)")
+    p.add_argument("--teacher", help="the teacher's run directory (MiniLM fine-tuned)")
     p.add_argument("--supervised", action="append", default=[], help="ours trained supervised (a run; again: a seed)")
     p.add_argument("--student", action="append", default=[], help="the d128 distilled student (a run; again: a seed)")
     p.add_argument("--cut", action="append", default=[], metavar="NAME=RUN", help="a student cut from the teacher")
@@ -261,6 +282,14 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--out", default="bench_results")
     p.add_argument("--img", default=str(ROOT / "docs" / "img"))
     args = p.parse_args(argv)
+    if args.runs:
+        found = discovered(Path(args.runs), args.dataset)
+        args.teacher = args.teacher or (found["teacher"] or [None])[0]
+        args.supervised += found["supervised"]
+        args.student += found["student"]
+        args.cut += found["cut"]
+    if not args.teacher:
+        p.error(f"no teacher: give --teacher RUN, or --runs ROOT holding {args.dataset}-minilm")
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s: %(message)s", datefmt="%H:%M:%S")
     import datasets
 

@@ -63,3 +63,16 @@ def test_fasttext_peer_learns_a_tiny_task_end_to_end(tmp_path):
     assert predicted.tolist() == [0, 1]
     assert Path(model["model_path"]).is_file() and model["system"] == "fastText bigrams"
     assert fasttext_peer.normalise("What's it?\nYes") == "what's it ?  yes"
+
+
+def test_runs_are_found_by_their_names(tmp_path):
+    for name in ("trec-minilm", "trec", "trec-distill", "trec-distill-seed7", "trec-minilm-cut3", "trec-minilm-cut3-seed7",
+                 "trec-minilm-cut2", "trec-minilm-cut9", "sst2-minilm"):
+        (tmp_path / name).mkdir()
+        if name != "trec-minilm-cut9":  # unfinished: no metrics.json
+            (tmp_path / name / "metrics.json").write_text("{}")
+    found = bench_front.discovered(tmp_path, "trec")
+    assert found["teacher"] == [str(tmp_path / "trec-minilm")] and found["supervised"] == [str(tmp_path / "trec")]
+    assert found["student"] == [str(tmp_path / "trec-distill"), str(tmp_path / "trec-distill-seed7")]
+    assert bench_front.grouped(found["cut"]) == {
+        "cut2": [tmp_path / "trec-minilm-cut2"], "cut3": [tmp_path / "trec-minilm-cut3", tmp_path / "trec-minilm-cut3-seed7"]}
