@@ -27,6 +27,7 @@ import json
 import logging
 import os
 import pickle
+import re
 import sys
 import time
 from collections.abc import Callable
@@ -212,13 +213,13 @@ def plot_front(points: list[dict], dataset: str, path: Path) -> Path:
         err = 100 * p["accuracy_std"] if p.get("accuracy_std") else None
         ax.errorbar(x, y, yerr=err, color=color, marker=marker, markersize=7, capsize=3, linestyle="none")
         ax.annotate(f"{p['system']}\n{p['size_mb']:.1f} MB", (x, y), textcoords="offset points", xytext=(6, 4), fontsize=7)
-    cuts = sorted((p for p in shown if p["kind"] == "cut"), key=lambda p: p["texts_per_s"])
+    # the line: the first-K cuts (`tfm-cls compress --layers K`: cutK), and the teacher, the cut that keeps every layer
+    first_k = [p for p in shown if p["kind"] == "cut" and re.fullmatch(r"cut\d+ \(int8\)", p["system"])]
     teacher = [p for p in shown if p["kind"] == "teacher" and "int8" in p["system"]]
-    line = teacher + cuts  # the teacher is the cut that keeps every layer
+    line = sorted(teacher + first_k, key=lambda p: p["texts_per_s"])
     if len(line) > 1:
-        line = sorted(line, key=lambda p: p["texts_per_s"])
         ax.plot([p["texts_per_s"] for p in line], [100 * p["accuracy"] for p in line], color="tab:purple", alpha=0.6,
-                label="students cut from the teacher (int8)")
+                label="the teacher's first K layers (int8)")
         ax.legend(loc="lower left", fontsize=8)
     ax.set_xscale("log")
     ax.set_xlabel("texts/s, end to end, one thread (log scale)")
@@ -247,8 +248,6 @@ def discovered(runs: Path, dataset: str) -> dict[str, list[str]]:
     """The runs of `dataset` under `runs` by the names the docs' commands give them: D-minilm (the
     teacher), D (ours supervised), D-distill (the d128 student), D-minilm-cut* (`tfm-cls compress`);
     a `-seedN` suffix makes a run one more seed of the same point."""
-    import re
-
     found: dict[str, list[str]] = {"teacher": [], "supervised": [], "student": [], "cut": []}
     for run in sorted(p for p in runs.glob(f"{dataset}*") if (p / "metrics.json").is_file()):
         base = re.sub(r"-seed\d+$", "", run.name)

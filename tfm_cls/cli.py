@@ -388,7 +388,7 @@ def build_parser() -> argparse.ArgumentParser:
                                    "tokenizer length come from the run; the result is RUN-cutK beside it.")
     p.add_argument("--run", required=True, help="the teacher: a finished classification run directory")
     p.add_argument("--layers", required=True,
-                   help="K (K layers spread evenly, ending at the last), a list 0,2,4, first:K or every_other")
+                   help="K (the first K layers, first:K), a list 0,2,4, spread:K (evenly spaced, ending at the last) or every_other")
     _config_arguments(p, "configs/distill", "cut", "cut")
     p.set_defaults(func=cmd_compress)
 

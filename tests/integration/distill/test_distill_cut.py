@@ -108,12 +108,12 @@ def test_compress_cuts_a_run_in_one_command(deep_teacher, capsys):
     argv = ["compress", "--run", str(deep_teacher), "--layers", "2", "train.epochs=1", "transfer.copies=2",
             "train.progress=false", "train.num_threads=1", "train.batch_size=16"]
     assert main(argv) == 0
-    student = deep_teacher.parent / f"{deep_teacher.name}-cut2"  # beside the teacher
+    student = deep_teacher.parent / f"{deep_teacher.name}-cut2"  # beside the teacher: the first 2 layers
     saved = load_config(DistillConfig, student / DISTILL_CONFIG_FILE)
     taught = R.load_run(deep_teacher).config
     assert saved.data == taught.data and saved.seed == taught.seed  # the teacher's data and validation carve
-    assert saved.student.layers == "spread:2" and saved.teacher.path == str(deep_teacher)  # no int8 file there
+    assert saved.student.layers == "first:2" and saved.teacher.path == str(deep_teacher)  # no int8 file there
     metrics = json.loads((student / R.METRICS_FILE).read_text())
-    assert metrics["distillation"]["student_layers"] == [0, 2]
+    assert metrics["distillation"]["student_layers"] == [0, 1]
     assert main(["compress", "--run", str(deep_teacher), "--layers", "0,3"]) == 2
     assert "out of range; the teacher has 3 layers" in capsys.readouterr().err

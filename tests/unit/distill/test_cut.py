@@ -91,3 +91,14 @@ def test_a_cut_student_runs_exactly_the_teachers_kept_layers(norm_first):
         teacher.encoder.num_layers = 2
         assert torch.equal(student(ids, mask), teacher(ids, mask))
     assert student.config["num_layers"] == 2 and student.config["d_model"] == 16
+
+
+def test_compress_layers_argument_and_run_names():
+    from tfm_cls.distill.compress import layers_tag, parse_layers
+
+    assert parse_layers("3") == "first:3" and layers_tag("first:3") == "cut3"
+    assert parse_layers("0,2,4") == [0, 2, 4] and layers_tag([0, 2, 4]) == "cut0-2-4"
+    assert parse_layers("spread:3") == "spread:3" and layers_tag("spread:3") == "cut-spread3"
+    assert layers_tag("every_other") == "cut-every_other"
+    with pytest.raises(ConfigError, match="--layers 0,x"):
+        parse_layers("0,x")
