@@ -19,7 +19,7 @@ DATA_ROOT ?= ../shared/data
 export HF_HOME ?= $(CURDIR)/.cache/huggingface
 
 .PHONY: install test test-slow lint train-cls eval predict export verify-onnx infer quantize \
-        pretrain distill bench-model bench-accuracy bench-infer bench-serve serve check-gpu clean
+        pretrain distill bench-model bench-accuracy bench-infer bench-serve bench-front serve check-gpu clean
 
 $(VENV)/.installed: pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -97,6 +97,16 @@ bench-accuracy: install
 bench-infer: install
 	$(PY) benchmarks/bench_infer.py --data-root $(DATA_ROOT) $(ARGS)
 	$(PY) benchmarks/bench_infer.py --data-root $(DATA_ROOT) --batching-only $(ARGS)
+
+# `make bench-front [FRONT_DATASETS="trec sst2"] [RUNS=runs] [ARGS=...]`: the accuracy-speed front of each
+# dataset from the runs found under RUNS by name (D-minilm, D, D-distill, D-minilm-cut*, -seedN; the
+# commands that make them: docs/distillation.md), tables under bench_results/, figures in docs/img/.
+FRONT_DATASETS ?= sst2 trec mr_polarity ag_news sms_spam
+RUNS ?= runs
+bench-front: install
+	@for d in $(FRONT_DATASETS); do \
+	  $(PY) benchmarks/bench_front.py --dataset $$d --data-root $(DATA_ROOT) --runs $(RUNS) $(ARGS) || exit 1; \
+	done
 
 # Loopback only, bounded: closed-loop clients at concurrency 1 / 8 / 32 / 128 against `tfm-cls serve`,
 # batching on vs off, beside offline inference on the same texts (docs/serving.md).

@@ -123,6 +123,19 @@ def cmd_distill(args: argparse.Namespace) -> int:
     return 0
 
 
+def cmd_compress(args: argparse.Namespace) -> int:
+    from tfm_cls.distill import distill
+    from tfm_cls.distill.compress import compress_config, parse_layers
+
+    _quiet_datasets()
+    cfg = compress_config(args.run, parse_layers(args.layers), args.overrides, args.config)
+    metrics = distill(cfg, resume=args.resume, overwrite=args.overwrite)
+    from tfm_cls.tasks import head_for
+
+    _print_summary(cfg.resolved_run_dir(), metrics, head_for(cfg.student_config()).summary_keys)
+    return 0
+
+
 # ---- a trained run: evaluate, predict ------------------------------------------------------------------
 
 
@@ -293,7 +306,7 @@ def cmd_quantize(args: argparse.Namespace) -> int:
     int8 = Path(args.output) if args.output else fp32.with_name(fp32.stem + ".int8.onnx")
     report = quantize_and_evaluate(
         fp32, args.data, int8, threshold=args.threshold, per_channel=args.per_channel,
-        batch_size=args.batch_size, limit=args.limit, text_field=args.text_field, label_field=args.label_field,
+        embeddings=not args.fp32_embeddings, batch_size=args.batch_size, limit=args.limit, text_field=args.text_field, label_field=args.label_field,
         pair_field=args.pair_field,
     )
     print(report)
@@ -375,6 +388,16 @@ def build_parser() -> argparse.ArgumentParser:
     _config_arguments(p, "configs/distill", "trec", "trec")
     p.set_defaults(func=cmd_distill)
 
+    p = sub.add_parser("compress", help="distil a finished run into a student cut from it (a subset of its layers)",
+                       description="A student that keeps some of the teacher run's layers (with its embeddings and "
+                                   "head), distilled with the configs/distill/cut.yaml recipe; data, seed and "
+                                   "tokenizer length come from the run; the result is RUN-cutK beside it.")
+    p.add_argument("--run", required=True, help="the teacher: a finished classification run directory")
+    p.add_argument("--layers", required=True,
+                   help="K (the first K layers, first:K), a list 0,2,4, spread:K (evenly spaced, ending at the last) or every_other")
+    _config_arguments(p, "configs/distill", "cut", "cut")
+    p.set_defaults(func=cmd_compress)
+
     p = sub.add_parser("eval", help="evaluate a trained run on labelled data")
     p.add_argument("--run", required=True, help="run directory")
     p.add_argument("--data", nargs="?", default=None, help="data file or folder (default: the run's own data, --split of it)")
@@ -424,6 +447,8 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--output", help="int8 file (default RUN/model.int8.onnx)")
     p.add_argument("--threshold", type=float, default=0.5, help="largest accepted drop of the task's metric (accuracy, micro-F1, Pearson x 100), in points")
     p.add_argument("--per-channel", action="store_true", help="per-channel weight scales")
+    p.add_argument("--fp32-embeddings", action="store_true",
+                   help="keep the embedding tables fp32 (default: int8 with one scale per row, where the gate allows)")
     p.add_argument("--batch-size", type=_positive, default=64)
     p.add_argument("--limit", type=_positive, help="evaluate on the first N examples only")
     p.add_argument("--text-field", default="text", help="the text's key / column (default: text)")

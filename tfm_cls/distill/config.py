@@ -17,6 +17,7 @@ from tfm_cls.config import (
     TrainConfig,
     require,
 )
+from tfm_cls.distill.cut import check_layer_spec
 from tfm_cls.pretrain.config import ExtraTextConfig
 
 
@@ -121,6 +122,12 @@ class StudentConfig:
     token [SEP]`, pooled as its head reads it: model2vec's recipe, from the fine-tuned teacher)
     projected the same way. Both need `tokenizer: teacher` and the teacher's weights (a run
     directory, or an ONNX file inside one)."""
+    layers: list[int] | str | int | None = None
+    """A student cut from the teacher (tfm_cls.distill.cut): the teacher layers it keeps, as a list
+    ([0, 2, 4]), `first:K`, `spread:K` (K layers evenly spaced, ending at the last) or `every_other`;
+    it starts with the teacher's embeddings, width, heads, pooling and head, and `model.*` is
+    replaced by the teacher's architecture. Needs `tokenizer: teacher` and the teacher's weights
+    (its run directory, or an ONNX file inside it). None: a from-scratch student (`model.*`)."""
     select: typing.Literal["best", "last"] = "last"
     """Which weights the run keeps: the best on validation (train.best_metric), or the last ones
     (a small validation carve is noisy; the soft targets regularise, so late weights are good)."""
@@ -130,6 +137,13 @@ class StudentConfig:
             self.embedding_init == "random" or self.tokenizer == "teacher",
             f"student.embedding_init={self.embedding_init} needs student.tokenizer=teacher (the rows must be the teacher's tokens)",
         )
+        if self.layers is not None:
+            check_layer_spec(self.layers)
+            require(self.tokenizer == "teacher",
+                    "student.layers: a student cut from the teacher reads the teacher's tokens; set student.tokenizer: teacher")
+            require(self.embedding_init == "random",
+                    f"student.layers: a cut student keeps the teacher's embeddings as they are; remove "
+                    f"student.embedding_init={self.embedding_init}")
 
 
 @dataclasses.dataclass(kw_only=True)

@@ -33,9 +33,10 @@ from tfm_cls import distributed as D
 from tfm_cls import runs as R
 from tfm_cls.batching import TokenizedSplit, tokenize_dataset, tokenize_splits
 from tfm_cls.classification import ClassificationTask, segment_kwargs
-from tfm_cls.config import save_config
+from tfm_cls.config import ModelConfig, save_config
 from tfm_cls.data import load_data
 from tfm_cls.distill.config import DistillConfig
+from tfm_cls.distill.cut import cut_student, resolve_layers
 from tfm_cls.distill.labelling import teacher_outputs
 from tfm_cls.distill.loss import distill_loss, hint_loss
 from tfm_cls.distill.teacher import Teacher, open_teacher
@@ -126,6 +127,7 @@ def checked_teacher(cfg: DistillConfig) -> tuple[Teacher, DistillConfig]:
             f"teacher.path={cfg.teacher.path} reads {'sentence pairs' if teacher.pair else 'single texts'}, but the data "
             + ("has data.text_pair_column" if pairs else "has no data.text_pair_column")
         )
+    cfg = with_cut_architecture(cfg, teacher)
     if cfg.loss.feature_weight > 0 and not teacher.feature_width():
         raise ConfigError(
             f"loss.feature_weight={cfg.loss.feature_weight} needs the teacher's pooled vectors, which the ONNX file "
@@ -142,6 +144,36 @@ def checked_teacher(cfg: DistillConfig) -> tuple[Teacher, DistillConfig]:
             f"{cfg.teacher.sha256}: the teacher changed"
         )
     return teacher, dataclasses.replace(cfg, teacher=dataclasses.replace(cfg.teacher, sha256=teacher.sha256))
+
+
+def cut_layers(cfg: DistillConfig, teacher: Teacher) -> list[int] | None:
+    """The teacher layers a cut student keeps (student.layers resolved), None for a from-scratch one;
+    a ConfigError (out of range, too many) before any work."""
+    if cfg.student.layers is None:
+        return None
+    source = teacher.source_run(f"student.layers={cfg.student.layers}")
+    return resolve_layers(cfg.student.layers, int(source.model_config["num_layers"]))
+
+
+def with_cut_architecture(cfg: DistillConfig, teacher: Teacher) -> DistillConfig:
+    """For a student cut from the teacher: the config whose `model` section is the teacher's
+    architecture with the kept number of layers (what config.yaml will say); others unchanged."""
+    layers = cut_layers(cfg, teacher)
+    if layers is None:
+        return cfg
+    arch = teacher.source_run(f"student.layers={cfg.student.layers}").model_config
+    if cfg.model != ModelConfig():
+        logger.warning("student.layers=%s: the model section is not used; a cut student has the teacher's "
+                       "architecture (d_model %s, %s heads)", cfg.student.layers, arch["d_model"], arch["nhead"])
+    length = cfg.tokenizer.max_length
+    if length != "auto" and length > int(arch["max_len"]):
+        raise ConfigError(
+            f"tokenizer.max_length={length} exceeds the teacher's {arch['max_len']} positions, which a student cut "
+            f"from it keeps: lower tokenizer.max_length to at most {arch['max_len']}"
+        )
+    kept = {f.name: arch[f.name] for f in dataclasses.fields(ModelConfig) if f.name in arch}
+    model = ModelConfig(**{**kept, "num_layers": len(layers), "segment_embedding": bool(arch.get("type_vocab_size"))})
+    return dataclasses.replace(cfg, model=model)
 
 
 def prepare_run_dir(cfg: DistillConfig, *, resume: bool, overwrite: bool) -> Path:
@@ -195,6 +227,11 @@ def build_student(cfg: DistillConfig, tokenizer: Tokenizer, num_classes: int, te
     pad_id = (tokenizer.padding or {}).get("pad_id", tokenizer.token_to_id(PAD))
     pad_id = PAD_ID if pad_id is None else int(pad_id)
     seed_everything(cfg.seed)  # the student's initial weights do not depend on what ran before
+    layers = cut_layers(cfg, teacher)
+    if layers is not None:
+        source = teacher.source_run(f"student.layers={cfg.student.layers}")
+        logger.info("student: teacher layers %s of %s, with its embeddings and head", layers, source.model_config["num_layers"])
+        return cut_student(source.model_config, source.state_dict(), layers)
     model = R.build_model(dict(
         vocab_size=tokenizer.get_vocab_size(), num_classes=num_classes, pad_token_id=pad_id, **cfg.model.model_kwargs(),
         **segment_kwargs(cfg),
@@ -293,7 +330,8 @@ def distill(cfg: DistillConfig, *, resume: bool = False, overwrite: bool = False
             length = max_length_of(tokenizer)
             cfg = resolved_lengths(cfg, length, length if cfg.model.max_len == "auto" else cfg.model.max_len)
             model = build_student(cfg, tokenizer, len(data.labels), teacher)
-            head_for(cfg.student_config()).start_output(model, data.splits["train"]["label"])
+            if cfg.student.layers is None:  # a cut student keeps the teacher's head as it is
+                head_for(cfg.student_config()).start_output(model, data.splits["train"]["label"])
         student_params, teacher_params = sum(p.numel() for p in model.parameters()), teacher.num_parameters()
         if student_params >= teacher_params:
             logger.warning(
@@ -336,6 +374,7 @@ def distill(cfg: DistillConfig, *, resume: bool = False, overwrite: bool = False
                 "transfer_set": {**transfer.report, "sha256": transfer_sha256},
                 **label_report,
                 "selected": cfg.student.select,
+                "student_layers": cut_layers(cfg, teacher),
             }
             return finish_run(task, data, state, state.epoch + state.position / engine.batches_per_epoch, board,
                               extra={"distillation": report})

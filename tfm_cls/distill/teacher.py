@@ -65,6 +65,10 @@ class Teacher(Protocol):
     def logits_and_features(self, texts: list[str], batch_size: int, pairs: list[str] | None = None) -> np.ndarray:
         """[len(texts), num_outputs + feature_width]: the logits, then the pooled vector."""
 
+    def source_run(self, why: str) -> RunTeacher:
+        """The run directory holding the teacher's weights (itself, or the run an ONNX file lies in);
+        a TeacherError saying `why` they are needed where there is none."""
+
 
 def _length_batches(lengths: list[int], batch_size: int) -> list[list[int]]:
     order = np.argsort(lengths, kind="stable")  # similar lengths together: little padding
@@ -134,6 +138,15 @@ class RunTeacher:
 
     def tokenizer(self) -> Tokenizer:
         return Tokenizer.from_file(str(self.path / R.TOKENIZER_FILE))
+
+    def source_run(self, why: str) -> RunTeacher:
+        return self
+
+    def state_dict(self) -> dict[str, torch.Tensor]:
+        """The weights as saved (safetensors), without building the model."""
+        from safetensors.torch import load_file
+
+        return load_file(str(self.weights_file))
 
     def num_parameters(self) -> int:
         from safetensors import safe_open
@@ -240,21 +253,21 @@ class OnnxTeacher:
     def num_parameters(self) -> int:
         return int(sum(int(np.prod(t.dims)) for t in self._initializers()))
 
-    def _run_teacher(self, why: str) -> RunTeacher:
+    def source_run(self, why: str) -> RunTeacher:
         """The run the file was exported from, when it lies inside that run directory."""
         run_dir = self.path.parent
         if (run_dir / R.WEIGHTS_FILE).is_file() and (run_dir / R.LABELS_FILE).is_file():
             return RunTeacher(run_dir, self.threads)
         raise TeacherError(
             f"{why}: the ONNX teacher {self.path} lies outside its run directory, so its weights are not "
-            "at hand; give teacher.path as the run directory, or use student.embedding_init=random"
+            "at hand; give teacher.path as the run directory (or an .onnx file inside it)"
         )
 
     def token_embeddings(self) -> np.ndarray:
-        return self._run_teacher("student.embedding_init=teacher_pca").token_embeddings()
+        return self.source_run("student.embedding_init=teacher_pca").token_embeddings()
 
     def token_outputs(self, batch_size: int = 256) -> np.ndarray:
-        return self._run_teacher("student.embedding_init=teacher_output_pca").token_outputs(batch_size)
+        return self.source_run("student.embedding_init=teacher_output_pca").token_outputs(batch_size)
 
     def feature_width(self) -> int:
         return 0  # the exported graph outputs logits and probabilities only

@@ -60,7 +60,7 @@ def test_quantize_keeps_metadata_and_reports_accuracy(run_dir):
 def _sabotaging_quantizer(force_class: int):
     """A stand-in for quantize_model that writes a model always predicting `force_class`."""
 
-    def fake(fp32_path, int8_path, per_channel=False):
+    def fake(fp32_path, int8_path, per_channel=False, embeddings=False):
         model = onnx.load(str(fp32_path))
         init = next(i for i in model.graph.initializer if i.name.endswith("head.bias"))
         bias = np.zeros(len(LABELS), dtype=np.float32)
@@ -111,3 +111,52 @@ def test_missing_model_says_to_export_first(tmp_path, capsys):
     (tmp_path / "d.jsonl").write_text('{"text": "a", "label": 0}\n')
     assert main(_argv(tmp_path, data=str(tmp_path / "d.jsonl"))) == 2
     assert "tfm-cls export" in capsys.readouterr().err
+
+
+def test_int8_embedding_tables_are_per_row_and_make_a_smaller_file(run_dir, tmp_path):
+    fp32_path = run_dir / "model.onnx"
+    plain = quantize.quantize_model(fp32_path, tmp_path / "plain.int8.onnx", per_channel=True)
+    small = quantize.quantize_model(fp32_path, tmp_path / "small.int8.onnx", per_channel=True, embeddings=True)
+    source = onnx.load(str(fp32_path))
+    tables = {t.name: numpy_helper.to_array(t) for t in quantize._embedding_tables(source.graph)}
+    assert any(t.shape[0] >= 100 for t in tables.values())  # the token embedding [vocab, d] is among them
+    inits = {t.name: numpy_helper.to_array(t) for t in onnx.load(str(small)).graph.initializer}
+    saved = 0
+    for name, table in tables.items():
+        rows, scale = inits[f"{name}_int8"], inits[f"{name}_row_scale"]  # [V, D] int8, [V, 1]
+        assert rows.dtype == np.int8 and name not in inits
+        assert np.all(np.abs(rows.astype(np.float32) * scale - table) <= scale / 2 + 1e-7)  # round to the nearest step
+        used = np.abs(table).max(axis=1) > 0  # the padding row is all zeros, and stays so
+        assert np.all(np.abs(rows[used]).max(axis=1) == 127) and not rows[~used].any()  # each row uses its whole range
+        saved += table.size * 3 - scale.size * 4
+    assert plain.stat().st_size - small.stat().st_size >= 0.9 * saved  # 3 of every 4 bytes of each table
+    meta = {p.key: p.value for p in onnx.load(str(small)).metadata_props}
+    assert json.loads(meta["tfm_cls.quantization"])["embeddings"] == "int8 per-row"
+    fp32_probs = Classifier(str(fp32_path)).predict_proba(TEXTS)[0]
+    small_probs = Classifier(str(small)).predict_proba(TEXTS)[0]
+    plain_probs = Classifier(str(plain)).predict_proba(TEXTS)[0]
+    assert np.mean(small_probs.argmax(1) == fp32_probs.argmax(1)) >= 0.95
+    # the tables' rounding adds little to the int8 weights' own error
+    assert np.abs(small_probs - fp32_probs).max() < 0.05 + 2 * np.abs(plain_probs - fp32_probs).max()
+
+
+def test_the_gate_keeps_int8_tables_or_falls_back_to_fp32_ones(run_dir, monkeypatch):
+    out = run_dir / "tables.int8.onnx"
+    report = quantize.quantize_and_evaluate(run_dir / "model.onnx", run_dir / "labelled.jsonl", out, threshold=100)
+    assert report.accepted and report.embeddings == "int8" and not report.embeddings_note
+    assert "embeddings int8" in str(report)
+    real = quantize.quantize_model
+    labels = [json.loads(line)["label"] for line in (run_dir / "labelled.jsonl").read_text().splitlines()]
+    minority = min(range(len(LABELS)), key=labels.count)
+
+    def tables_break_it(fp32_path, int8_path, per_channel=False, embeddings=False):
+        if embeddings:  # int8 tables that cost accuracy: the gate must try fp32 ones
+            return _sabotaging_quantizer(minority)(fp32_path, int8_path)
+        return real(fp32_path, int8_path, per_channel)
+
+    monkeypatch.setattr(quantize, "quantize_model", tables_break_it)
+    report = quantize.quantize_and_evaluate(run_dir / "model.onnx", run_dir / "labelled.jsonl", out, threshold=5)
+    assert report.accepted and report.embeddings == "fp32"
+    assert report.embeddings_note.startswith("int8 tables dropped accuracy")
+    meta = {p.key: p.value for p in onnx.load(str(out)).metadata_props}
+    assert json.loads(meta["tfm_cls.quantization"])["embeddings"] == "fp32"
