@@ -97,6 +97,7 @@ bench-accuracy: install
 bench-infer: install
 	$(PY) benchmarks/bench_infer.py --data-root $(DATA_ROOT) $(ARGS)
 	$(PY) benchmarks/bench_infer.py --data-root $(DATA_ROOT) --batching-only $(ARGS)
+	$(PY) benchmarks/bench_infer.py --data-root $(DATA_ROOT) --hand-loop $(ARGS)
 
 # Loopback only, bounded: closed-loop clients at concurrency 1 / 8 / 32 / 128 against `tfm-cls serve`,
 # batching on vs off, beside offline inference on the same texts (docs/serving.md).

@@ -81,13 +81,21 @@ def free_port() -> int:
         return s.getsockname()[1]
 
 
-def start_server(model: Path, flags: list[str], cores: str | None) -> tuple[subprocess.Popen, int]:
+def start_server(model: Path, flags: list[str], cores: str | None, peer: bool = False) -> tuple[subprocess.Popen, int]:
+    """`tfm-cls serve MODEL` with `flags` (or, with `peer`, the FastAPI peer of fastapi_peer.py) on a
+    free loopback port, pinned to `cores`; returns once /health answers 200."""
     port = free_port()
-    cmd = [sys.executable, "-m", "tfm_cls.cli", "serve", str(model), "--port", str(port), "--log-level", "warning",
-           *flags]
+    env = dict(os.environ)
+    if peer:
+        env.update(TFM_CLS_PEER_MODEL=str(model), TFM_CLS_PEER_THREADS=flags[flags.index("--threads") + 1])
+        cmd = [sys.executable, "-m", "uvicorn", "--factory", "fastapi_peer:create_app", "--app-dir",
+               str(Path(__file__).resolve().parent), "--port", str(port), "--log-level", "warning", "--no-access-log"]
+    else:
+        cmd = [sys.executable, "-m", "tfm_cls.cli", "serve", str(model), "--port", str(port), "--log-level", "warning",
+               *flags]
     if cores and shutil.which("taskset"):
         cmd = ["taskset", "-c", cores, *cmd]
-    proc = subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    proc = subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, env=env)
     deadline = time.monotonic() + 60
     while time.monotonic() < deadline:
         try:
@@ -100,13 +108,23 @@ def start_server(model: Path, flags: list[str], cores: str | None) -> tuple[subp
     raise RuntimeError("the server did not become healthy within 60 s")
 
 
+def scrape(port: int) -> str:
+    try:
+        with urllib.request.urlopen(f"http://127.0.0.1:{port}/metrics", timeout=5) as r:
+            return r.read().decode()
+    except OSError:  # the FastAPI peer has no /metrics
+        return ""
+
+
+def metric_sum(text: str, name: str) -> float:
+    """The sum of every sample of `name` (all label sets, all workers)."""
+    return sum(float(m) for m in re.findall(rf"^{name}(?:{{[^}}]*}})? (\S+)$", text, re.M))
+
+
 def batch_stats(port: int) -> tuple[float, float]:
     """(sum, count) of te_batch_next_size."""
-    with urllib.request.urlopen(f"http://127.0.0.1:{port}/metrics", timeout=5) as r:
-        text = r.read().decode()
-    total = sum(float(m) for m in re.findall(r"^te_batch_next_size_sum (\S+)$", text, re.M))
-    count = sum(float(m) for m in re.findall(r"^te_batch_next_size_count (\S+)$", text, re.M))
-    return total, count
+    text = scrape(port)
+    return metric_sum(text, "te_batch_next_size_sum"), metric_sum(text, "te_batch_next_size_count")
 
 
 async def _connection(port: int, bodies: list[bytes], counter: dict, limit: int, until: float, latencies: list,
@@ -161,6 +179,175 @@ def closed_loop(port: int, texts: list[str], concurrency: int, requests: int, se
             "mean_batch": round((after[0] - before[0]) / batches, 2) if batches else None}
 
 
+SERVERS = {  # --servers key -> (row name, flags); "on" runs once per --workers count
+    "on": ("batching on", []),
+    "off": ("batching off (--max-batch-size 1)", ["--max-batch-size", "1"]),
+    "on-asyncio": ("batching on, asyncio + h11", ["--loop", "asyncio", "--http", "h11"]),
+    "off-asyncio": ("batching off, asyncio + h11", ["--max-batch-size", "1", "--loop", "asyncio", "--http", "h11"]),
+    "fastapi": ("peer: FastAPI + one session.run a request", []),
+}
+
+
+def rss_kib(pid: int) -> int:
+    """Resident memory of a process and its children (the workers), KiB, from /proc."""
+    total = 0
+    pids = [pid]
+    try:
+        pids += [int(c) for c in Path(f"/proc/{pid}/task/{pid}/children").read_text().split()]
+    except OSError:
+        pass
+    for p in pids:
+        try:
+            total += int(re.search(r"VmRSS:\s+(\d+)", Path(f"/proc/{p}/status").read_text()).group(1))
+        except (OSError, AttributeError):
+            pass
+    return total
+
+
+async def _send(port: int, pool: list, cap: dict, body: bytes) -> tuple[int, float, bool]:
+    """One request on an idle pooled connection (a new one while under the cap): (status, seconds,
+    whether the connection can be reused). Status 0: the connection failed (the request is lost)."""
+    if pool:
+        reader, writer = pool.pop()
+    else:
+        cap["open"] += 1
+        reader, writer = await asyncio.open_connection("127.0.0.1", port)
+    t = time.perf_counter()
+    try:
+        writer.write(b"POST /predict HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Type: application/json\r\n"
+                     b"Content-Length: " + str(len(body)).encode() + b"\r\n\r\n" + body)
+        await writer.drain()
+        head = await reader.readuntil(b"\r\n\r\n")
+        status = int(head.split(b" ", 2)[1])
+        await reader.readexactly(int(re.search(rb"(?i)content-length: (\d+)", head).group(1)))
+    except (OSError, asyncio.IncompleteReadError, ValueError, AttributeError):
+        cap["open"] -= 1
+        writer.close()
+        return 0, time.perf_counter() - t, False
+    seconds = time.perf_counter() - t
+    if re.search(rb"(?i)connection: close", head):
+        cap["open"] -= 1
+        writer.close()
+    else:
+        pool.append((reader, writer))
+    return status, seconds, True
+
+
+def open_loop(port: int, pid: int, texts: list[str], rate: float, seconds: float, requests: int,
+              max_connections: int) -> dict:
+    """Requests sent at `rate` a second on a fixed schedule, whatever the answers (open loop), for
+    `seconds` or `requests` at most, over at most `max_connections` keep-alive connections (a
+    request due while all are busy is counted `not_sent`); the server's RSS sampled each second."""
+    bodies = [json.dumps({"inputs": t, "truncate": True}).encode() for t in texts]
+    statuses: dict[int, int] = {}
+    accepted: list[float] = []
+    rss: list[tuple[float, int]] = []
+    counters = {"sent": 0, "answered": 0, "not_sent": 0}
+
+    async def one(body: bytes, pool: list, cap: dict) -> None:
+        status, took, _ = await _send(port, pool, cap, body)
+        counters["answered"] += status != 0
+        statuses[status] = statuses.get(status, 0) + 1
+        if status == 200:
+            accepted.append(took)
+
+    async def sample(start: float, stop: asyncio.Event) -> None:
+        while not stop.is_set():
+            rss.append((round(time.monotonic() - start, 1), rss_kib(pid)))
+            try:
+                await asyncio.wait_for(stop.wait(), 1.0)
+            except asyncio.TimeoutError:
+                pass
+
+    async def run() -> float:
+        pool: list = []
+        cap = {"open": 0}
+        tasks = set()
+        stop = asyncio.Event()
+        start = time.monotonic()
+        sampler = asyncio.ensure_future(sample(start, stop))
+        i = 0
+        while i < requests and time.monotonic() - start < seconds:
+            now = time.monotonic()
+            while i < requests and start + i / rate <= now:  # every request due by now
+                i += 1
+                if not pool and cap["open"] >= max_connections:
+                    counters["not_sent"] += 1
+                    continue
+                counters["sent"] += 1
+                task = asyncio.ensure_future(one(bodies[i % len(bodies)], pool, cap))
+                tasks.add(task)
+                task.add_done_callback(tasks.discard)
+            await asyncio.sleep(max(0.0, start + i / rate - time.monotonic()))
+        sending = time.monotonic() - start
+        if tasks:
+            await asyncio.wait(tasks, timeout=120)
+        stop.set()
+        await sampler
+        for _, writer in pool:
+            writer.close()
+        return sending
+
+    before = scrape(port)
+    sending = asyncio.run(run())
+    after = scrape(port)
+    lat = sorted(accepted)
+
+    def pct(q: float) -> float:
+        return round(1000 * lat[min(len(lat) - 1, int(q * len(lat)))], 1) if lat else float("nan")
+
+    def delta(name: str) -> float:
+        return metric_sum(after, name) - metric_sum(before, name)
+
+    return {"rate": round(rate, 1), "seconds": round(sending, 1), **counters,
+            "sent_per_s": round(counters["sent"] / sending, 1), "statuses": statuses,
+            "accepted_per_s": round(len(lat) / sending, 1), "p50_ms": pct(0.5), "p99_ms": pct(0.99),
+            "max_ms": round(1000 * lat[-1], 1) if lat else None,
+            "server_request_count": delta("te_request_count_total"),
+            "server_success": delta("te_request_success_total"),
+            "mean_batch": round(delta("te_batch_next_size_sum") / max(1.0, delta("te_batch_next_size_count")), 2),
+            "rss_mib": [(t, round(kib / 1024, 1)) for t, kib in rss]}
+
+
+def overload(args, model: Path, texts: list[str], server_cores: str | None) -> int:
+    """Open loop at --overload-factor x the saturation rate (closed loop at concurrency 32, batching
+    on): accepted requests' latency, 429s, 5xx, lost requests and the server's memory over time."""
+    flags = ["--threads", str(args.threads), "--request-timeout", str(args.request_timeout)]
+    proc, port = start_server(model, flags, server_cores)
+    try:
+        closed_loop(port, texts, 32, 200, 5.0)  # warm up
+        saturation = closed_loop(port, texts, 32, args.requests, args.seconds)
+        rate = args.overload_factor * saturation["texts_per_s"]
+        print(f"saturation (closed loop, concurrency 32): {saturation['texts_per_s']} requests/s; "
+              f"open loop at {rate:.0f}/s for {args.overload_seconds:g} s", flush=True)
+        row = open_loop(port, proc.pid, texts, rate, args.overload_seconds, int(rate * args.overload_seconds) + 1,
+                        args.max_connections)
+        row["saturation"] = saturation
+        row["rss_after_idle_mib"] = round(rss_kib(proc.pid) / 1024, 1)
+    finally:
+        proc.terminate()
+        proc.wait(30)
+    server_errors = sum(n for code, n in row["statuses"].items() if code >= 500)
+    rss = [m for _, m in row["rss_mib"]]
+    print("| offered/s | sent/s | seconds | sent | 200 | 429 | 5xx | lost | not sent | server counted | "
+          "accepted/s | p50 ms | p99 ms | max ms | mean batch | RSS MiB first / max / last |")
+    print("|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|")
+    print(f"| {row['rate']} | {row['sent_per_s']} | {row['seconds']} | {row['sent']} | {row['statuses'].get(200, 0)} | "
+          f"{row['statuses'].get(429, 0)} | {server_errors} | {row['statuses'].get(0, 0)} | {row['not_sent']} | "
+          f"{row['server_request_count']:.0f} | {row['accepted_per_s']} | {row['p50_ms']} | {row['p99_ms']} | "
+          f"{row['max_ms']} | {row['mean_batch']} | {rss[0]} / {max(rss)} / {rss[-1]} |")
+    others = {k: v for k, v in row["statuses"].items() if k not in (0, 200, 429)}
+    checks = {"accepted p99 <= --request-timeout": row["p99_ms"] <= 1000 * args.request_timeout,
+              "no 5xx": server_errors == 0, "none lost": row["statuses"].get(0, 0) == 0,
+              "each answered once (client answers == server count)": row["answered"] == row["server_request_count"],
+              "only 200 / 429": not others}
+    for name, ok in checks.items():
+        print(f"  {name}: {'yes' if ok else 'NO'}")
+    row["checks"] = checks
+    (args.out / f"bench_serve_overload_{model.stem}.json").write_text(json.dumps(row, indent=2) + "\n")
+    return 0 if all(checks.values()) else 1
+
+
 def main(argv: list[str] | None = None) -> int:
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     p.add_argument("--texts", type=Path, default=Path("../shared/data/trec/test.jsonl"),
@@ -174,7 +361,15 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--seconds", type=float, default=10.0, help="seconds per cell at most")
     p.add_argument("--threads", type=int, default=1, help="onnxruntime threads per worker (and offline)")
     p.add_argument("--workers", default="1", help="comma-separated worker counts to run with batching on")
+    p.add_argument("--servers", default="on,off,fastapi",
+                   help=f"comma-separated rows among {list(SERVERS)} (default on,off,fastapi)")
     p.add_argument("--repeats", type=int, default=5, help="offline passes (median)")
+    p.add_argument("--overload", action="store_true",
+                   help="instead of the tables: open loop at --overload-factor x the saturation rate")
+    p.add_argument("--overload-factor", type=float, default=2.0)
+    p.add_argument("--overload-seconds", type=float, default=30.0)
+    p.add_argument("--request-timeout", type=float, default=5.0, help="--overload: the server's --request-timeout")
+    p.add_argument("--max-connections", type=int, default=1024, help="--overload: client connections at most")
     p.add_argument("--out", type=Path, default=Path("bench_results"))
     args = p.parse_args(argv)
     args.out.mkdir(parents=True, exist_ok=True)
@@ -185,18 +380,26 @@ def main(argv: list[str] | None = None) -> int:
     server_cores = f"0-{max(0, cores - 2)}" if cores > 1 else None
     if cores > 1:
         os.sched_setaffinity(0, {cores - 1})  # the client on the last core, the server on the others
+    if args.overload:
+        return overload(args, model, texts, server_cores)
     offline_rate = offline(model, texts, args.threads, args.repeats)
     levels = [int(c) for c in args.concurrency.split(",")]
-    configs = [(f"batching on, {w} worker{'s' * (int(w) > 1)}", ["--workers", w]) for w in args.workers.split(",")]
-    configs.append(("batching off (--max-batch-size 1)", ["--max-batch-size", "1"]))
+    configs = []
+    for key in args.servers.split(","):
+        name, flags = SERVERS[key]
+        if key == "on":
+            configs += [(f"{name}, {w} worker{'s' * (int(w) > 1)}", ["--workers", w], False)
+                        for w in args.workers.split(",")]
+        else:
+            configs.append((name, flags, key == "fastapi"))
     results = {"model": str(model), "texts": str(args.texts), "num_texts": len(texts), "threads": args.threads,
                "cpu_count": cores, "offline_texts_per_s": round(offline_rate, 1), "servers": []}
     print(f"offline tfm-cls infer path (Classifier.classify, {args.threads} thread): {offline_rate:.1f} texts/s "
           f"on {len(texts)} texts")
     print("| server | concurrency | texts/s | vs offline | p50 ms | p95 ms | p99 ms | mean batch | errors |")
     print("|---|---|---|---|---|---|---|---|---|")
-    for name, flags in configs:
-        proc, port = start_server(model, ["--threads", str(args.threads), *flags], server_cores)
+    for name, flags, peer in configs:
+        proc, port = start_server(model, ["--threads", str(args.threads), *flags], server_cores, peer)
         try:
             closed_loop(port, texts, max(levels), 200, 5.0)  # warm the connections and the model
             rows = []
@@ -204,7 +407,7 @@ def main(argv: list[str] | None = None) -> int:
                 row = closed_loop(port, texts, c, args.requests, args.seconds)
                 rows.append(row)
                 print(f"| {name} | {c} | {row['texts_per_s']} | {row['texts_per_s'] / offline_rate:.2f} | "
-                      f"{row['p50_ms']} | {row['p95_ms']} | {row['p99_ms']} | {row['mean_batch']} | "
+                      f"{row['p50_ms']} | {row['p95_ms']} | {row['p99_ms']} | {row['mean_batch'] or ''} | "
                       f"{row['errors'] or ''} |", flush=True)
             results["servers"].append({"name": name, "flags": flags, "rows": rows})
         finally:
