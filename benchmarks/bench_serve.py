@@ -7,7 +7,9 @@ started on a free port, pinned to its own cores where taskset exists, and a clos
 (one process, asyncio, keep-alive connections, pinned to the last core) sends one text per request
 at each concurrency; the table gives texts/s, p50 / p95 / p99 latency and the mean micro-batch
 size (te_batch_next_size sum / count). The offline row is the runtime's `Classifier.classify` over
-the same texts with the same threads (the path of `tfm-cls infer`), median of --repeats passes.
+the same texts with the same threads (the path of `tfm-cls infer`) on the server's cores. Paired:
+every server is started first, then each is measured once per round at each concurrency, in
+turn, with one offline pass per round; texts/s are medians over the rounds, latencies pooled.
 
     python benchmarks/bench_serve.py --texts ../shared/data/trec/test.jsonl --concurrency 1,8,32,128
 
@@ -61,18 +63,23 @@ def make_model(texts: list[str], out: Path, d_model: int = 128, layers: int = 2)
     return export_classifier(model, out, tokenizer=tok, labels=[f"c{i}" for i in range(6)], max_length=64)
 
 
-def offline(model: Path, texts: list[str], threads: int, repeats: int) -> float:
-    """texts/s of the runtime's Classifier (the code of `tfm-cls infer`), median of `repeats`."""
+def offline_pass(model: Path, texts: list[str], threads: int, cores: set[int] | None, _cache: dict = {}) -> float:  # noqa: B006
+    """texts/s of one pass of the runtime's Classifier (the code of `tfm-cls infer`) over `texts`,
+    run on the server's `cores` (the Classifier is built on the first call)."""
     from tfm_cls.runtime.classifier import Classifier
 
-    clf = Classifier(str(model), threads=threads)
-    clf.classify(texts[:64])
-    rates = []
-    for _ in range(repeats):
+    if model not in _cache:
+        _cache[model] = Classifier(str(model), threads=threads)
+        _cache[model].classify(texts[:64])
+    mine = os.sched_getaffinity(0)
+    if cores:
+        os.sched_setaffinity(0, cores)
+    try:
         t = time.perf_counter()
-        clf.classify(texts)
-        rates.append(len(texts) / (time.perf_counter() - t))
-    return statistics.median(rates)
+        _cache[model].classify(texts)
+        return len(texts) / (time.perf_counter() - t)
+    finally:
+        os.sched_setaffinity(0, mine)
 
 
 def free_port() -> int:
@@ -176,7 +183,7 @@ def closed_loop(port: int, texts: list[str], concurrency: int, requests: int, se
     return {"concurrency": concurrency, "requests": len(lat), "errors": errors, "seconds": round(elapsed, 3),
             "texts_per_s": round(len(lat) / elapsed, 1), "p50_ms": round(pct(0.50), 2), "p95_ms": round(pct(0.95), 2),
             "p99_ms": round(pct(0.99), 2),
-            "mean_batch": round((after[0] - before[0]) / batches, 2) if batches else None}
+            "mean_batch": round((after[0] - before[0]) / batches, 2) if batches else None, "latencies": lat}
 
 
 SERVERS = {  # --servers key -> (row name, flags); "on" runs once per --workers count
@@ -204,15 +211,16 @@ def rss_kib(pid: int) -> int:
     return total
 
 
-async def _send(port: int, pool: list, cap: dict, body: bytes) -> tuple[int, float, bool]:
-    """One request on an idle pooled connection (a new one while under the cap): (status, seconds,
-    whether the connection can be reused). Status 0: the connection failed (the request is lost)."""
-    if pool:
-        reader, writer = pool.pop()
-    else:
-        cap["open"] += 1
-        reader, writer = await asyncio.open_connection("127.0.0.1", port)
+async def _send(port: int, conn, pool: list, cap: dict, body: bytes) -> tuple[int, float, bool]:
+    """One request on `conn` (an idle pooled connection; None: open one, already counted in
+    cap["open"]): (status, seconds, whether the connection can be reused). Status 0: the
+    connection failed (the request is lost). The connection goes back to `pool` after."""
     t = time.perf_counter()
+    try:
+        reader, writer = conn or await asyncio.open_connection("127.0.0.1", port)
+    except OSError:
+        cap["open"] -= 1
+        return 0, time.perf_counter() - t, False
     try:
         writer.write(b"POST /predict HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Type: application/json\r\n"
                      b"Content-Length: " + str(len(body)).encode() + b"\r\n\r\n" + body)
@@ -244,8 +252,8 @@ def open_loop(port: int, pid: int, texts: list[str], rate: float, seconds: float
     rss: list[tuple[float, int]] = []
     counters = {"sent": 0, "answered": 0, "not_sent": 0}
 
-    async def one(body: bytes, pool: list, cap: dict) -> None:
-        status, took, _ = await _send(port, pool, cap, body)
+    async def one(conn, body: bytes, pool: list, cap: dict) -> None:
+        status, took, _ = await _send(port, conn, pool, cap, body)
         counters["answered"] += status != 0
         statuses[status] = statuses.get(status, 0) + 1
         if status == 200:
@@ -271,11 +279,15 @@ def open_loop(port: int, pid: int, texts: list[str], rate: float, seconds: float
             now = time.monotonic()
             while i < requests and start + i / rate <= now:  # every request due by now
                 i += 1
-                if not pool and cap["open"] >= max_connections:
+                if pool:
+                    conn = pool.pop()
+                elif cap["open"] < max_connections:
+                    conn, cap["open"] = None, cap["open"] + 1  # opened by the task
+                else:  # every connection busy: a client with a bounded pool would queue or drop it
                     counters["not_sent"] += 1
                     continue
                 counters["sent"] += 1
-                task = asyncio.ensure_future(one(bodies[i % len(bodies)], pool, cap))
+                task = asyncio.ensure_future(one(conn, bodies[i % len(bodies)], pool, cap))
                 tasks.add(task)
                 task.add_done_callback(tasks.discard)
             await asyncio.sleep(max(0.0, start + i / rate - time.monotonic()))
@@ -312,7 +324,12 @@ def open_loop(port: int, pid: int, texts: list[str], rate: float, seconds: float
 def overload(args, model: Path, texts: list[str], server_cores: str | None) -> int:
     """Open loop at --overload-factor x the saturation rate (closed loop at concurrency 32, batching
     on): accepted requests' latency, 429s, 5xx, lost requests and the server's memory over time."""
-    flags = ["--threads", str(args.threads), "--request-timeout", str(args.request_timeout)]
+    import resource
+
+    soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)  # one descriptor per client connection
+    resource.setrlimit(resource.RLIMIT_NOFILE, (min(hard, max(soft, args.max_connections + 256)), hard))
+    flags = ["--threads", str(args.threads), "--request-timeout", str(args.request_timeout),
+             "--max-concurrent-requests", str(args.max_concurrent_requests)]
     proc, port = start_server(model, flags, server_cores)
     try:
         closed_loop(port, texts, 32, 200, 5.0)  # warm up
@@ -322,6 +339,7 @@ def overload(args, model: Path, texts: list[str], server_cores: str | None) -> i
               f"open loop at {rate:.0f}/s for {args.overload_seconds:g} s", flush=True)
         row = open_loop(port, proc.pid, texts, rate, args.overload_seconds, int(rate * args.overload_seconds) + 1,
                         args.max_connections)
+        saturation.pop("latencies")
         row["saturation"] = saturation
         row["rss_after_idle_mib"] = round(rss_kib(proc.pid) / 1024, 1)
     finally:
@@ -358,18 +376,21 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--layers", type=int, default=2, help="the generated student's layers (default 2)")
     p.add_argument("--concurrency", default="1,8,32,128")
     p.add_argument("--requests", type=int, default=2000, help="requests per cell at most")
-    p.add_argument("--seconds", type=float, default=10.0, help="seconds per cell at most")
+    p.add_argument("--seconds", type=float, default=4.0, help="seconds per cell and round at most")
     p.add_argument("--threads", type=int, default=1, help="onnxruntime threads per worker (and offline)")
     p.add_argument("--workers", default="1", help="comma-separated worker counts to run with batching on")
     p.add_argument("--servers", default="on,off,fastapi",
                    help=f"comma-separated rows among {list(SERVERS)} (default on,off,fastapi)")
-    p.add_argument("--repeats", type=int, default=5, help="offline passes (median)")
+    p.add_argument("--rounds", type=int, default=3,
+                   help="paired rounds: each server once per round and concurrency, one offline pass per round")
     p.add_argument("--overload", action="store_true",
                    help="instead of the tables: open loop at --overload-factor x the saturation rate")
     p.add_argument("--overload-factor", type=float, default=2.0)
     p.add_argument("--overload-seconds", type=float, default=30.0)
     p.add_argument("--request-timeout", type=float, default=5.0, help="--overload: the server's --request-timeout")
-    p.add_argument("--max-connections", type=int, default=1024, help="--overload: client connections at most")
+    p.add_argument("--max-connections", type=int, default=256, help="--overload: client connections at most")
+    p.add_argument("--max-concurrent-requests", type=int, default=64,
+                   help="--overload: the server's admission bound (below --max-connections, so 429s can happen)")
     p.add_argument("--out", type=Path, default=Path("bench_results"))
     args = p.parse_args(argv)
     args.out.mkdir(parents=True, exist_ok=True)
@@ -382,7 +403,6 @@ def main(argv: list[str] | None = None) -> int:
         os.sched_setaffinity(0, {cores - 1})  # the client on the last core, the server on the others
     if args.overload:
         return overload(args, model, texts, server_cores)
-    offline_rate = offline(model, texts, args.threads, args.repeats)
     levels = [int(c) for c in args.concurrency.split(",")]
     configs = []
     for key in args.servers.split(","):
@@ -392,27 +412,55 @@ def main(argv: list[str] | None = None) -> int:
                         for w in args.workers.split(",")]
         else:
             configs.append((name, flags, key == "fastapi"))
+    core_set = set(range(max(1, cores - 1))) if cores > 1 else None
+    servers = []
+    try:
+        for name, flags, peer in configs:  # all started first, then measured in turn (idle ones cost nothing)
+            proc, port = start_server(model, ["--threads", str(args.threads), *flags], server_cores, peer)
+            servers.append((name, flags, proc, port))
+            closed_loop(port, texts, max(levels), 200, 3.0)  # warm the connections and the model
+        cells: dict = {(name, c): [] for name, *_ in servers for c in levels}
+        offline_rates = []
+        for _ in range(args.rounds):  # paired: every server once per round and level, offline once per round
+            offline_rates.append(offline_pass(model, texts, args.threads, core_set))
+            for c in levels:
+                for name, _, _, port in servers:
+                    cells[(name, c)].append(closed_loop(port, texts, c, args.requests, args.seconds))
+    finally:
+        for _, _, proc, _ in servers:
+            proc.terminate()
+        for _, _, proc, _ in servers:
+            proc.wait(30)
+    offline_rate = statistics.median(offline_rates)
     results = {"model": str(model), "texts": str(args.texts), "num_texts": len(texts), "threads": args.threads,
-               "cpu_count": cores, "offline_texts_per_s": round(offline_rate, 1), "servers": []}
-    print(f"offline tfm-cls infer path (Classifier.classify, {args.threads} thread): {offline_rate:.1f} texts/s "
-          f"on {len(texts)} texts")
+               "cpu_count": cores, "rounds": args.rounds, "offline_texts_per_s": round(offline_rate, 1),
+               "offline_passes": [round(r, 1) for r in offline_rates], "servers": []}
+    print(f"offline tfm-cls infer path (Classifier.classify, {args.threads} thread, on the server's cores): "
+          f"{offline_rate:.1f} texts/s on {len(texts)} texts (median of {args.rounds} passes, one per round)")
     print("| server | concurrency | texts/s | vs offline | p50 ms | p95 ms | p99 ms | mean batch | errors |")
     print("|---|---|---|---|---|---|---|---|---|")
-    for name, flags, peer in configs:
-        proc, port = start_server(model, ["--threads", str(args.threads), *flags], server_cores, peer)
-        try:
-            closed_loop(port, texts, max(levels), 200, 5.0)  # warm the connections and the model
-            rows = []
-            for c in levels:
-                row = closed_loop(port, texts, c, args.requests, args.seconds)
-                rows.append(row)
-                print(f"| {name} | {c} | {row['texts_per_s']} | {row['texts_per_s'] / offline_rate:.2f} | "
-                      f"{row['p50_ms']} | {row['p95_ms']} | {row['p99_ms']} | {row['mean_batch'] or ''} | "
-                      f"{row['errors'] or ''} |", flush=True)
-            results["servers"].append({"name": name, "flags": flags, "rows": rows})
-        finally:
-            proc.terminate()
-            proc.wait(30)
+    for name, flags, _, _ in servers:
+        rows = []
+        for c in levels:
+            runs = cells[(name, c)]
+            lat = sorted(x for r in runs for x in r.pop("latencies"))
+
+            def pct(q: float, lat=lat) -> float:
+                return round(1000 * lat[min(len(lat) - 1, int(q * len(lat)))], 2) if lat else float("nan")
+
+            rate = statistics.median(r["texts_per_s"] for r in runs)
+            batches = [r["mean_batch"] for r in runs if r["mean_batch"]]
+            errors: dict = {}
+            for r in runs:
+                for code, n in r["errors"].items():
+                    errors[code] = errors.get(code, 0) + n
+            row = {"concurrency": c, "texts_per_s": round(rate, 1), "p50_ms": pct(0.5), "p95_ms": pct(0.95),
+                   "p99_ms": pct(0.99), "mean_batch": round(statistics.median(batches), 2) if batches else None,
+                   "errors": errors, "runs": runs}
+            rows.append(row)
+            print(f"| {name} | {c} | {row['texts_per_s']} | {rate / offline_rate:.2f} | {row['p50_ms']} | "
+                  f"{row['p95_ms']} | {row['p99_ms']} | {row['mean_batch'] or ''} | {errors or ''} |")
+        results["servers"].append({"name": name, "flags": flags, "rows": rows})
     (args.out / f"bench_serve_{model.stem}.json").write_text(json.dumps(results, indent=2) + "\n")
     return 0
 
