@@ -100,9 +100,11 @@ bench-infer: install
 	$(PY) benchmarks/bench_infer.py --data-root $(DATA_ROOT) --hand-loop $(ARGS)
 
 # Loopback only, bounded: closed-loop clients at concurrency 1 / 8 / 32 / 128 against `tfm-cls serve`,
-# batching on vs off, beside offline inference on the same texts (docs/serving.md).
+# batching on vs off, the FastAPI peer (the bench extra), beside offline inference on the same texts; then the
+# open-loop overload run at 2x the saturation rate for 30 s (docs/serving.md).
 bench-serve: install
 	$(PY) benchmarks/bench_serve.py --texts $(DATA_ROOT)/trec/test.jsonl $(ARGS)
+	$(PY) benchmarks/bench_serve.py --texts $(DATA_ROOT)/trec/test.jsonl --overload $(ARGS)
 
 # `make serve MODEL=runs/x/model.onnx [ARGS="--port 8080 --workers 2"]`: the HTTP service (127.0.0.1).
 serve: install

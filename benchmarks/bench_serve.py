@@ -22,6 +22,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import importlib.util
 import json
 import os
 import re
@@ -158,7 +159,11 @@ async def _connection(port: int, bodies: list[bytes], counter: dict, limit: int,
         writer.close()
 
 
-def closed_loop(port: int, texts: list[str], concurrency: int, requests: int, seconds: float) -> dict:
+def closed_loop(port: int, texts: list[str], concurrency: int, requests: int, seconds: float,
+                pid: int | None = None) -> dict:
+    """One cell: `concurrency` closed-loop connections for `requests` or `seconds` at most; with the
+    server's `pid`, the CPU time it spent per answered request (its share of a loaded core shows in
+    texts/s, its cost of a request here)."""
     bodies = [json.dumps({"inputs": t, "truncate": True}).encode() for t in texts]
     latencies: list[float] = []
     errors: dict[int, int] = {}
@@ -170,9 +175,11 @@ def closed_loop(port: int, texts: list[str], concurrency: int, requests: int, se
                                for _ in range(concurrency)))
 
     before = batch_stats(port)
+    cpu_before = cpu_seconds(pid) if pid else 0.0
     t = time.perf_counter()
     asyncio.run(run())
     elapsed = time.perf_counter() - t
+    cpu = cpu_seconds(pid) - cpu_before if pid else None
     after = batch_stats(port)
     lat = sorted(latencies)
 
@@ -183,7 +190,9 @@ def closed_loop(port: int, texts: list[str], concurrency: int, requests: int, se
     return {"concurrency": concurrency, "requests": len(lat), "errors": errors, "seconds": round(elapsed, 3),
             "texts_per_s": round(len(lat) / elapsed, 1), "p50_ms": round(pct(0.50), 2), "p95_ms": round(pct(0.95), 2),
             "p99_ms": round(pct(0.99), 2),
-            "mean_batch": round((after[0] - before[0]) / batches, 2) if batches else None, "latencies": lat}
+            "mean_batch": round((after[0] - before[0]) / batches, 2) if batches else None,
+            "server_cpu_ms_per_request": round(1000 * cpu / len(lat), 3) if cpu is not None and lat else None,
+            "server_cores_used": round(cpu / elapsed, 2) if cpu is not None else None, "latencies": lat}
 
 
 SERVERS = {  # --servers key -> (row name, flags); "on" runs once per --workers count
@@ -195,15 +204,30 @@ SERVERS = {  # --servers key -> (row name, flags); "on" runs once per --workers 
 }
 
 
+def _family(pid: int) -> list[int]:
+    """A process and its children (the workers)."""
+    try:
+        return [pid, *(int(c) for c in Path(f"/proc/{pid}/task/{pid}/children").read_text().split())]
+    except OSError:
+        return [pid]
+
+
+def cpu_seconds(pid: int) -> float:
+    """User + system CPU seconds of a process and its children (the workers), from /proc."""
+    total = 0.0
+    for p in _family(pid):
+        try:
+            fields = Path(f"/proc/{p}/stat").read_text().rsplit(")", 1)[1].split()
+            total += (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+        except (OSError, IndexError, ValueError):
+            pass
+    return total
+
+
 def rss_kib(pid: int) -> int:
     """Resident memory of a process and its children (the workers), KiB, from /proc."""
     total = 0
-    pids = [pid]
-    try:
-        pids += [int(c) for c in Path(f"/proc/{pid}/task/{pid}/children").read_text().split()]
-    except OSError:
-        pass
-    for p in pids:
+    for p in _family(pid):
         try:
             total += int(re.search(r"VmRSS:\s+(\d+)", Path(f"/proc/{p}/status").read_text()).group(1))
         except (OSError, AttributeError):
@@ -410,6 +434,8 @@ def main(argv: list[str] | None = None) -> int:
         if key == "on":
             configs += [(f"{name}, {w} worker{'s' * (int(w) > 1)}", ["--workers", w], False)
                         for w in args.workers.split(",")]
+        elif key == "fastapi" and importlib.util.find_spec("fastapi") is None:
+            print("(no FastAPI peer row: pip install 'tfm-cls[bench]' or fastapi)")
         else:
             configs.append((name, flags, key == "fastapi"))
     core_set = set(range(max(1, cores - 1))) if cores > 1 else None
@@ -424,8 +450,8 @@ def main(argv: list[str] | None = None) -> int:
         for _ in range(args.rounds):  # paired: every server once per round and level, offline once per round
             offline_rates.append(offline_pass(model, texts, args.threads, core_set))
             for c in levels:
-                for name, _, _, port in servers:
-                    cells[(name, c)].append(closed_loop(port, texts, c, args.requests, args.seconds))
+                for name, _, proc, port in servers:
+                    cells[(name, c)].append(closed_loop(port, texts, c, args.requests, args.seconds, proc.pid))
     finally:
         for _, _, proc, _ in servers:
             proc.terminate()
@@ -437,8 +463,9 @@ def main(argv: list[str] | None = None) -> int:
                "offline_passes": [round(r, 1) for r in offline_rates], "servers": []}
     print(f"offline tfm-cls infer path (Classifier.classify, {args.threads} thread, on the server's cores): "
           f"{offline_rate:.1f} texts/s on {len(texts)} texts (median of {args.rounds} passes, one per round)")
-    print("| server | concurrency | texts/s | vs offline | p50 ms | p95 ms | p99 ms | mean batch | errors |")
-    print("|---|---|---|---|---|---|---|---|---|")
+    print("| server | concurrency | texts/s | vs offline | p50 ms | p95 ms | p99 ms | mean batch | server CPU ms/request "
+          "| server cores used | errors |")
+    print("|---|---|---|---|---|---|---|---|---|---|---|")
     for name, flags, _, _ in servers:
         rows = []
         for c in levels:
@@ -454,12 +481,15 @@ def main(argv: list[str] | None = None) -> int:
             for r in runs:
                 for code, n in r["errors"].items():
                     errors[code] = errors.get(code, 0) + n
+            cpu_ms = statistics.median(r["server_cpu_ms_per_request"] or 0 for r in runs)
+            used = statistics.median(r["server_cores_used"] or 0 for r in runs)
             row = {"concurrency": c, "texts_per_s": round(rate, 1), "p50_ms": pct(0.5), "p95_ms": pct(0.95),
                    "p99_ms": pct(0.99), "mean_batch": round(statistics.median(batches), 2) if batches else None,
-                   "errors": errors, "runs": runs}
+                   "server_cpu_ms_per_request": cpu_ms, "server_cores_used": used, "errors": errors, "runs": runs}
             rows.append(row)
             print(f"| {name} | {c} | {row['texts_per_s']} | {rate / offline_rate:.2f} | {row['p50_ms']} | "
-                  f"{row['p95_ms']} | {row['p99_ms']} | {row['mean_batch'] or ''} | {errors or ''} |")
+                  f"{row['p95_ms']} | {row['p99_ms']} | {row['mean_batch'] or ''} | {cpu_ms:.2f} | {used:.2f} | "
+                  f"{errors or ''} |")
         results["servers"].append({"name": name, "flags": flags, "rows": rows})
     (args.out / f"bench_serve_{model.stem}.json").write_text(json.dumps(results, indent=2) + "\n")
     return 0
