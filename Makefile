@@ -97,6 +97,7 @@ bench-accuracy: install
 bench-infer: install
 	$(PY) benchmarks/bench_infer.py --data-root $(DATA_ROOT) $(ARGS)
 	$(PY) benchmarks/bench_infer.py --data-root $(DATA_ROOT) --batching-only $(ARGS)
+	$(PY) benchmarks/bench_infer.py --data-root $(DATA_ROOT) --hand-loop $(ARGS)
 
 # `make bench-front [FRONT_DATASETS="trec sst2"] [RUNS=runs] [ARGS=...]`: the accuracy-speed front of each
 # dataset from the runs found under RUNS by name (D-minilm, D, D-distill, D-minilm-cut*, -seedN; the
@@ -109,9 +110,11 @@ bench-front: install
 	done
 
 # Loopback only, bounded: closed-loop clients at concurrency 1 / 8 / 32 / 128 against `tfm-cls serve`,
-# batching on vs off, beside offline inference on the same texts (docs/serving.md).
+# batching on vs off, the FastAPI peer (the bench extra), beside offline inference on the same texts; then the
+# open-loop overload run at 2x the saturation rate for 30 s (docs/serving.md).
 bench-serve: install
 	$(PY) benchmarks/bench_serve.py --texts $(DATA_ROOT)/trec/test.jsonl $(ARGS)
+	$(PY) benchmarks/bench_serve.py --texts $(DATA_ROOT)/trec/test.jsonl --overload $(ARGS)
 
 # `make serve MODEL=runs/x/model.onnx [ARGS="--port 8080 --workers 2"]`: the HTTP service (127.0.0.1).
 serve: install

@@ -280,7 +280,18 @@ def main(argv: list[str] | None = None) -> int:
                         "vs document length table (docs/long-documents.md)")
     p.add_argument("--memory", action="store_true",
                    help="only peak memory of export/infer.py and tfm-cls predict on 10k .. 1M input lines")
+    p.add_argument("--hand-loop", action="store_true",
+                   help="only the runtime's Classifier against the hand-written loop (encode_batch + session.run) "
+                        "over the same .onnx, paired passes (benchmarks/hand_loop.py)")
+    p.add_argument("--onnx", help="--hand-loop: comma-separated .onnx files (default: export MiniLM and a student)")
+    p.add_argument("--hand-datasets", default="trec,sst2", help="--hand-loop: datasets whose test texts are run")
+    p.add_argument("--limit", type=int, help="--hand-loop: first N test texts (default all)")
+    p.add_argument("--passes", type=int, default=5, help="--hand-loop: paired rounds (default 5)")
     args = p.parse_args(argv)
+    if args.hand_loop:
+        import hand_loop
+
+        return hand_loop.main(args)
     if args.batching_only:
         return batching_main(args)
     if args.memory:

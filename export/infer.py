@@ -35,7 +35,7 @@ from collections.abc import Iterable
 from typing import Any
 
 from tfm_cls.errors import InferenceError
-from tfm_cls.runtime.batching import BATCHINGS, DEFAULT_MAX_TOKENS
+from tfm_cls.runtime.batching import BATCHINGS, DEFAULT_MAX_TOKENS, RUNTIME_MAX_TOKENS
 from tfm_cls.runtime.classifier import Classifier
 from tfm_cls.runtime.readers import (
     INPUT_FORMATS,
@@ -100,16 +100,17 @@ def classify_stream(classifier: Classifier, records: Iterable[Record], writer: W
         bar.close()
 
 
-def add_inference_options(p: argparse.ArgumentParser, batch_size: int, streaming: bool = True) -> None:
+def add_inference_options(p: argparse.ArgumentParser, batch_size: int, streaming: bool = True,
+                          max_tokens: int = DEFAULT_MAX_TOKENS) -> None:
     """The batching, thread and long-text flags shared (same names, same meaning) by this script
     and `tfm-cls predict` (`tfm-cls eval`: no `streaming` ones); a long-text flag left out keeps
-    the model's own setting."""
+    the model's own setting. `max_tokens`: the engine's default budget (onnxruntime's is smaller)."""
     if streaming:
         p.add_argument("--batching", choices=BATCHINGS, default="tokens",
                        help="tokens: length-sorted batches of up to --max-tokens padded tokens (default); "
                             "fixed: length-sorted batches of --batch-size texts")
-        p.add_argument("--max-tokens", type=int, default=DEFAULT_MAX_TOKENS,
-                       help=f"padded tokens per batch with --batching tokens (default {DEFAULT_MAX_TOKENS})")
+        p.add_argument("--max-tokens", type=int, default=max_tokens,
+                       help=f"padded tokens per batch with --batching tokens (default {max_tokens})")
         p.add_argument("--batch-size", type=int, default=batch_size,
                        help=f"texts per batch with --batching fixed (default {batch_size})")
         p.add_argument("--buffer-texts", type=int, default=8192,
@@ -150,7 +151,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument(
         "--providers", default="CPUExecutionProvider", help="comma-separated onnxruntime execution providers"
     )
-    add_inference_options(p, batch_size=32)
+    add_inference_options(p, batch_size=32, max_tokens=RUNTIME_MAX_TOKENS)
     p.add_argument(
         "--invalid-utf8",
         choices=("error", "replace"),

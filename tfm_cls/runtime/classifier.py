@@ -11,7 +11,14 @@ import numpy as np
 from tokenizers import Tokenizer
 
 from tfm_cls.errors import InferenceError
-from tfm_cls.runtime.batching import BATCHINGS, DEFAULT_MAX_TOKENS, pad_batch, pad_types, plan_batches
+from tfm_cls.runtime.batching import (
+    BATCHINGS,
+    RUNTIME_MAX_TOKENS,
+    RUNTIME_RUN_COST,
+    pad_batch,
+    pad_types,
+    plan_batches,
+)
 from tfm_cls.runtime.heads import ONNX_TASKS, SingleLabel, runtime_head, softmax
 from tfm_cls.runtime.metadata import ExportMetadata, read_props, stale_export_problem
 from tfm_cls.runtime.text import LongText, TextEncoder, aggregate_windows, encode_pairs
@@ -99,7 +106,7 @@ class Inputs:
 class Classifier:
     """A tfm_cls text classifier export: tokenizer, labels, long-text policy, head and ONNX session
     from one file. `long_text` overrides fields of the policy the export carries; `batching` /
-    `batch_size` / `max_tokens` say how rows are grouped (plan_batches)."""
+    `batch_size` / `max_tokens` / `run_cost` say how rows are grouped (plan_batches)."""
 
     def __init__(
         self,
@@ -110,7 +117,8 @@ class Classifier:
         long_text: dict[str, Any] | None = None,
         batching: str = "tokens",
         batch_size: int = 32,
-        max_tokens: int = DEFAULT_MAX_TOKENS,
+        max_tokens: int = RUNTIME_MAX_TOKENS,
+        run_cost: int = RUNTIME_RUN_COST,
     ):
         self.session = make_session(model_path, providers, threads)
         self.metadata = meta = classifier_metadata(self.session, model_path)
@@ -132,10 +140,10 @@ class Classifier:
                 f"--max-length must be in [{shortest}, {self.model_max_length}] for {model_path} "
                 f"({shortest - 1} special tokens plus at least one text token), got {max_length}"
             )
-        if batching not in BATCHINGS or batch_size < 1 or max_tokens < 1:
+        if batching not in BATCHINGS or batch_size < 1 or max_tokens < 1 or run_cost < 0:
             raise InferenceError(
-                f"batching must be one of {list(BATCHINGS)} with a positive batch size and token budget, "
-                f"got {batching!r}, {batch_size}, {max_tokens}"
+                f"batching must be one of {list(BATCHINGS)} with a positive batch size and token budget and a "
+                f"run cost >= 0, got {batching!r}, {batch_size}, {max_tokens}, {run_cost}"
             )
         self.max_length = max_length or self.model_max_length
         self.tokenizer.no_padding()  # batches are padded here, to their own longest row
@@ -143,7 +151,7 @@ class Classifier:
         self.tokenizer.enable_truncation(self.max_length, strategy="longest_first")
         self.policy = LongText(**{**saved.__dict__, **{k: v for k, v in (long_text or {}).items() if v is not None}})
         self.encoder = TextEncoder(self.tokenizer, self.max_length, self.policy)
-        self.batching, self.batch_size, self.max_tokens = batching, batch_size, max_tokens
+        self.batching, self.batch_size, self.max_tokens, self.run_cost = batching, batch_size, max_tokens, run_cost
         self.output_names = [o.name for o in self.session.get_outputs()]
         self.head: SingleLabel = runtime_head(meta)
         self.pair = meta.pair
@@ -216,7 +224,7 @@ class Classifier:
         ids, types, windows = inputs.ids, inputs.types, inputs.windows
         lengths = [len(x) for x in ids]
         batching = "fixed" if batch_size else self.batching
-        batches = plan_batches(lengths, batching, batch_size or self.batch_size, self.max_tokens)
+        batches = plan_batches(lengths, batching, batch_size or self.batch_size, self.max_tokens, self.run_cost)
         num_classes = len(self.labels)
         if not self.policy.chunk:
             width = (self.head.num_outputs(num_classes),) if self.head.score_output != "value" else ()

@@ -138,12 +138,13 @@ class TextEncoder:
         ids, truncated, windows = [], [], []
         for e in encodings:
             full = e.ids
-            content = full[a : len(full) - b]
-            if len(content) <= self.budget:
+            if len(full) - a - b <= self.budget:  # the common case: no slicing, no copy
                 ids.append(full)
                 truncated.append(False)
                 windows.append(1)
-            elif self.policy.chunk:
+                continue
+            content = full[a : len(full) - b]
+            if self.policy.chunk:
                 starts = self.window_starts(len(content))
                 ids.extend(self._wrap(content[s : s + self.budget]) for s in starts)
                 truncated.append(False)

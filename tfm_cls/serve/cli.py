@@ -55,6 +55,10 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--max-length", type=int, help="tokens per input below the model's maximum")
     p.add_argument("--no-warmup", action="store_true", help="open without running warm-up batches")
     p.add_argument("--log-level", default=d.log_level, choices=("critical", "error", "warning", "info", "debug"))
+    p.add_argument("--loop", default=d.loop, choices=("auto", "asyncio", "uvloop"),
+                   help="event loop (default auto: uvloop where installed, as with the serve extra)")
+    p.add_argument("--http", default=d.http, choices=("auto", "h11", "httptools"),
+                   help="HTTP parser (default auto: httptools where installed, as with the serve extra)")
     return p
 
 
@@ -69,7 +73,8 @@ def settings_of(args: argparse.Namespace) -> ServeSettings:
         payload_limit=args.payload_limit, request_timeout=args.request_timeout,
         graceful_timeout=args.graceful_timeout, auto_truncate=args.auto_truncate,
         api_key=args.api_key if args.api_key is not None else os.environ.get(API_KEY_ENV) or None,
-        max_length=args.max_length, warmup=not args.no_warmup, log_level=args.log_level,
+        max_length=args.max_length, warmup=not args.no_warmup, log_level=args.log_level, loop=args.loop,
+        http=args.http,
     )
 
 
@@ -97,7 +102,7 @@ def main(argv: list[str] | None = None) -> int:
 
     common = {"host": settings.host, "port": settings.port, "log_level": settings.log_level,
               "timeout_graceful_shutdown": max(1, round(settings.graceful_timeout)), "lifespan": "on",
-              "access_log": settings.log_level == "debug"}
+              "access_log": settings.log_level == "debug", "loop": settings.loop, "http": settings.http}
     if settings.workers == 1:
         from tfm_cls.serve.app import create_app
         from tfm_cls.serve.service import tune_interpreter

@@ -19,7 +19,7 @@ from tokenizers import Tokenizer
 
 from tfm_cls import __version__
 from tfm_cls.io import file_sha256
-from tfm_cls.runtime.batching import DEFAULT_MAX_TOKENS
+from tfm_cls.runtime.batching import RUNTIME_MAX_TOKENS
 from tfm_cls.runtime.classifier import Classifier, Inputs
 from tfm_cls.runtime.text import TextEncoder
 from tfm_cls.serve.batcher import Batcher, Job, Result
@@ -297,4 +297,4 @@ class Service:
 def load_classifier(settings: ServeSettings) -> Classifier:
     """The export's Classifier with the service's threads, providers and per-run token budget."""
     return Classifier(settings.model, list(settings.providers), settings.threads, settings.max_length,
-                      max_tokens=min(DEFAULT_MAX_TOKENS, settings.max_batch_tokens))
+                      max_tokens=min(RUNTIME_MAX_TOKENS, settings.max_batch_tokens))

@@ -49,6 +49,10 @@ class ServeSettings:
     warmup: bool = True
     """Run a few batches before /health turns 200."""
     log_level: str = "info"
+    loop: str = "auto"
+    """uvicorn's event loop: `auto` takes uvloop where it is installed, else asyncio."""
+    http: str = "auto"
+    """uvicorn's HTTP parser: `auto` takes httptools where it is installed, else h11."""
 
     def problems(self) -> list[str]:
         """What is wrong with these values (empty when they can work), one flag each."""

@@ -130,7 +130,7 @@ def test_the_base_install_is_the_torch_free_runtime():
     extras = project["optional-dependencies"]
     assert base == {"numpy", "onnxruntime", "tokenizers", "tqdm"}
     assert {"torch", "onnx", "datasets", "sklearn", "safetensors"} <= _importable(extras["train"])
-    assert _importable(extras["serve"]) == {"starlette", "uvicorn", "prometheus_client"}
+    assert _importable(extras["serve"]) == {"starlette", "uvicorn", "prometheus_client", "uvloop", "httptools"}
     dev = " ".join(extras["dev"])
     assert "train" in dev and "serve" in dev
 

@@ -89,9 +89,12 @@ def test_concurrent_requests_share_batches_and_get_their_own_scores(served):
     for a, b in zip(alone, together):
         assert [e["label"] for e in a] == [e["label"] for e in b]
         assert max(abs(x["score"] - y["score"]) for x, y in zip(a, b)) <= 1e-6
-    assert max(s.scored[len(texts):]) == 16  # batched up to --max-batch-size
-    batches = len(s.scored) - len(texts)
-    assert batches <= 3
+    # The thread takes what is queued when the first request comes (some, on a loaded machine), waits
+    # at the gate while the rest queue, then takes as many as --max-batch-size allows.
+    batches = s.scored[len(texts):]
+    assert sum(batches) == len(texts) and max(batches) <= 16
+    assert batches[1] == min(16, len(texts) - batches[0])
+    assert len(batches) <= 3
 
 
 def test_the_token_budget_bounds_a_batch(served):
