@@ -174,7 +174,7 @@ class ExportMetadata:
         if values.get("fixed_threshold", 0.5) is None or values.get("ensure_label", True) is None:
             raise InferenceError(f"{where}: unreadable tfm_cls thresholds (null); re-export it")
         temperature = values.get("temperature")
-        if temperature is not None and not (isinstance(temperature, (int, float)) and not isinstance(temperature, bool)
+        if "temperature" in values and not (isinstance(temperature, (int, float)) and not isinstance(temperature, bool)
                                             and math.isfinite(temperature) and temperature > 0):
             raise InferenceError(f"{where}: tfm_cls metadata {FIELD_KEYS['temperature']!r} should be a positive "
                                  f"number, found {temperature!r}; re-export it")
