@@ -71,3 +71,23 @@ def run_baseline(kind: str, train: dict[str, Any], test: dict[str, Any], num_cla
     return {"logits": logits, "seconds": time.perf_counter() - start,
             "model": "TF-IDF (word 1-2-grams) + " + {"values": "ridge", "label_sets": "one-vs-rest logistic regression"}
             .get(kind, "logistic regression") + (" on pair features" if train["pairs"] is not None else "")}
+
+
+def out_of_fold_probabilities(texts: list[str], pairs: list[str] | None, targets: np.ndarray, num_classes: int,
+                              folds: int = 5, seed: int = 0) -> np.ndarray:
+    """Single-label: probabilities [N, C] of the baseline, each text's from the fold model that
+    did not train on it (stratified k-fold; plain k-fold where a class is rarer than k)."""
+    from sklearn.model_selection import KFold, StratifiedKFold
+
+    counts = np.bincount(targets, minlength=num_classes)
+    splitter = (StratifiedKFold(folds, shuffle=True, random_state=seed) if counts[counts > 0].min() >= folds
+                else KFold(folds, shuffle=True, random_state=seed))
+    probs = np.zeros((len(texts), num_classes))
+    for fit_rows, held in splitter.split(texts, targets):
+        fitted = fit_baseline("classes", [texts[i] for i in fit_rows], None if pairs is None else
+                              [pairs[i] for i in fit_rows], targets[fit_rows], seed)
+        logits = baseline_logits("classes", fitted, [texts[i] for i in held], None if pairs is None else
+                                 [pairs[i] for i in held], num_classes).astype(np.float64)
+        e = np.exp(logits - logits.max(axis=1, keepdims=True))
+        probs[held] = e / e.sum(axis=1, keepdims=True)
+    return probs

@@ -25,7 +25,7 @@ from tfm_cls.io import read_json
 from tfm_cls.metrics import confusion
 from tfm_cls.predict import run_head, run_policy, texts_logits
 from tfm_cls.report.attribution import integrated_gradients
-from tfm_cls.report.baseline import run_baseline
+from tfm_cls.report.baseline import out_of_fold_probabilities, run_baseline
 from tfm_cls.report.label_errors import label_set_errors, likely_label_errors, value_errors
 from tfm_cls.runtime.heads import softmax
 from tfm_cls.tasks import head_for
@@ -306,15 +306,9 @@ def _sample(n: int, limit: int, seed: int) -> np.ndarray:
     return np.sort(np.random.default_rng(seed).choice(n, size=limit, replace=False))
 
 
-def _label_errors(run: Any, head: Any, kind: str, train: Any, labels: list[str]) -> dict[str, Any] | None:
-    if train is None:
-        return None
-    texts, pairs, targets = _texts(train)
-    rows = _sample(len(texts), MAX_TRAIN_SCORED, run.config.seed)
-    texts, targets = [texts[i] for i in rows], targets[rows]
-    pairs = [pairs[i] for i in rows] if pairs is not None else None
-    logits, _, _ = texts_logits(run, texts, pairs)
-    scores = head.scores(logits)
+def _ranked(kind: str, scores: np.ndarray, targets: np.ndarray, labels: list[str], texts: list[str],
+            pairs: list[str] | None, rows: np.ndarray) -> dict[str, Any]:
+    """The label-error ranking of training rows from their scores, and its first rows to show."""
     if kind == "classes":
         found = likely_label_errors(scores, targets)
         suggest = [labels[int(j)] if j >= 0 else "-" for j in found["confident"]]
@@ -333,12 +327,32 @@ def _label_errors(run: Any, head: Any, kind: str, train: Any, labels: list[str])
         shown.append({"index": int(rows[i]), "text": texts[i] + (f"  ||  {pairs[i]}" if pairs is not None else ""),
                       "given": _describe(kind, labels, targets[i]), "suggested": suggest[i],
                       "strength": float(strength[i])})
+    return {"issues": found["issues"], "rows": shown, "ranking": [int(rows[i]) for i in found["ranking"]]}
+
+
+def _label_errors(run: Any, head: Any, kind: str, train: Any, labels: list[str]) -> dict[str, Any] | None:
+    """The model's ranking (in-sample probabilities) and, for single-label runs, the same method on
+    out-of-fold probabilities of the TF-IDF baseline (5 folds: each text scored by a model that
+    never saw it)."""
+    if train is None:
+        return None
+    texts, pairs, targets = _texts(train)
+    rows = _sample(len(texts), MAX_TRAIN_SCORED, run.config.seed)
+    texts, targets = [texts[i] for i in rows], targets[rows]
+    pairs = [pairs[i] for i in rows] if pairs is not None else None
+    logits, _, _ = texts_logits(run, texts, pairs)
+    model = _ranked(kind, head.scores(logits), targets, labels, texts, pairs, rows)
     method = {"classes": "confident learning (Northcutt et al. 2021): per-class thresholds, issues ranked by "
                          "self-confidence",
               "label_sets": "the label each example's probability most contradicts (|given - p|)",
               "values": "standardised residuals (|z|)"}[kind]
-    return {"method": method, "in_sample": True, "scored": len(rows), "of": len(train), "issues": found["issues"],
-            "rows": shown, "ranking": [int(rows[i]) for i in found["ranking"]]}
+    out = {"method": method, "scored": len(rows), "of": len(train), "model": model, "out_of_fold": None}
+    if kind == "classes" and len(rows) >= 50:
+        start = time.perf_counter()
+        oof = out_of_fold_probabilities(texts, pairs, targets, len(labels), seed=run.config.seed)
+        out["out_of_fold"] = {**_ranked(kind, oof, targets, labels, texts, pairs, rows), "folds": 5,
+                              "seconds": time.perf_counter() - start}
+    return out
 
 
 def _baseline(run: Any, kind: str, train: Any, test: dict[str, Any], model_metrics: dict[str, Any],

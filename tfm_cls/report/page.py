@@ -29,7 +29,7 @@ th.sort{cursor:pointer;user-select:none}th.sort:after{content:" \\2195";color:#a
 .kv b{display:inline-block;min-width:80px;color:#5b6475;font-weight:500}
 .note{color:#5b6475;font-size:13px}.bad{color:#b42318}.good{color:#067647}
 .cm td{text-align:center;min-width:38px}.cm th{font-weight:500}
-.tok{border-radius:3px;padding:0 1px}.text{max-width:560px;white-space:pre-wrap;text-align:left}
+.tok{border-radius:2px}.text{max-width:560px;white-space:pre-wrap;text-align:left}
 .tag{display:inline-block;background:#eef1f6;border-radius:10px;padding:0 7px;font-size:12px;margin-left:4px}
 button{font:inherit;border:1px solid #c5cbd6;background:#fff;border-radius:5px;padding:2px 9px;cursor:pointer}
 button.on{background:#1d4ed8;color:#fff;border-color:#1d4ed8}
@@ -246,8 +246,8 @@ def _calibration(c: dict[str, Any]) -> str:
     text = (f'<p>ECE ({cal["bins"]} bins) on {_e(c["source"])}: before <b>{cal["ece_before"]:.4f}</b>'
             + (f', after temperature scaling <b>{cal["ece_after"]:.4f}</b>' if not same else
                " (this run has no temperature: trained with train.calibration=none or before calibration existed)")
-            + ". Bars: accuracy of the texts whose top score falls in the bin; black lines: their mean score; "
-            "the dashed diagonal is perfect calibration.</p>")
+            + ". Bars: accuracy of the texts whose top score falls in the bin (darker: more texts); black lines: "
+            "their mean score; the dashed diagonal is perfect calibration.</p>")
     return f'<div style="display:flex;gap:24px;flex-wrap:wrap">{charts}</div>' + text
 
 
@@ -296,16 +296,26 @@ def _lengths(c: dict[str, Any]) -> str:
             f'{lg["max_length"]} tokens{" per window (chunked inference)" if lg["chunk"] else ""}.</p>')
 
 
+def _label_table(ranked: dict[str, Any]) -> str:
+    rows = [[r["index"], r["text"], r["given"], r["suggested"], r["strength"]] for r in ranked["rows"]]
+    return _table(["train #", "text", "given", "says", "strength"], rows, text_cols=(1,))
+
+
 def _label_errors(c: dict[str, Any]) -> str:
     le = c["label_errors"]
     if le is None:
         return '<p class="note">The training split is not available (the run\'s data cannot be loaded).</p>'
-    rows = [[r["index"], r["text"], r["given"], r["suggested"], r["strength"]] for r in le["rows"]]
-    return (f'<p>{_e(le["method"])}; {le["issues"]} of {le["scored"]} training examples scored'
-            f'{" (a seeded sample of " + str(le["of"]) + ")" if le["scored"] < le["of"] else ""} are flagged. '
-            "The probabilities are the model's own on its training texts (in-sample, not out-of-fold), so a label "
-            "the model memorised is not found.</p>"
-            + _table(["train #", "text", "given", "model says", "strength"], rows, text_cols=(1,)))
+    sample = f" (a seeded sample of {le['of']})" if le["scored"] < le["of"] else ""
+    out = (f'<p>{_e(le["method"])}. <b>The model</b>: {le["model"]["issues"]} of {le["scored"]} training examples'
+           f"{sample} are flagged, from the model's own probabilities on its training texts (in-sample, not "
+           "out-of-fold: a label the model memorised is not found).</p>" + _label_table(le["model"]))
+    oof = le.get("out_of_fold")
+    if oof:
+        out += (f'<h3>From the TF-IDF baseline, out-of-fold</h3><p>The same method on the probabilities of the '
+                f'baseline below, each text scored by the one of {oof["folds"]} fold models that did not train on it '
+                f'({oof["seconds"]:.1f} s): {oof["issues"]} flagged. Out-of-fold probabilities do not hide memorised '
+                "labels (docs/report.md measures both rankings on injected flips).</p>" + _label_table(oof))
+    return out
 
 
 def _baseline(c: dict[str, Any]) -> str:
