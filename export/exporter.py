@@ -43,10 +43,11 @@ class ClassifierGraph(nn.Module):
     scores: softmax probabilities (single_label), sigmoid probabilities (multi_label) [batch,
     num_classes], or the value [batch] (regression)."""
 
-    def __init__(self, model: nn.Module, head: str = "single_label"):
+    def __init__(self, model: nn.Module, head: str = "single_label", temperature: float = 1.0):
         super().__init__()
         self.model = model
         self.head = HEAD_TYPES[head]()
+        self.head.temperature = temperature  # calibration: the scores are those of logits / T
 
     def forward(self, input_ids: Tensor, attention_mask: Tensor) -> tuple[Tensor, Tensor]:
         logits = self.model(input_ids, attention_mask)  # [batch, num_classes]
@@ -99,7 +100,7 @@ class DecoderGraph(nn.Module):
 def _classifier_graph(spec: ExportSpec) -> Callable[[nn.Module], nn.Module]:
     graph = PairClassifierGraph if "token_type_ids" in spec.input_names else ClassifierGraph
     head = specs.head_of(spec)
-    return lambda model: graph(model, head)
+    return lambda model, temperature=1.0: graph(model, head, temperature)
 
 
 # spec.task -> a function making the graph module of a model
@@ -109,6 +110,17 @@ GRAPHS: dict[str, Callable[[nn.Module], nn.Module]] = {
     specs.SEQ2SEQ_ENCODER.task: EncoderGraph,
     specs.SEQ2SEQ_DECODER.task: DecoderGraph,
 }
+
+
+CLASSIFIER_TASKS = frozenset(spec.task for spec in specs.CLASSIFIER_SPECS)
+
+
+def build_graph(spec: ExportSpec, model: nn.Module, temperature: float = 1.0) -> nn.Module:
+    """The graph module of `spec` around `model`; a classifier's scores are those of logits /
+    `temperature` (the calibration its metadata records, ExportMetadata.temperature)."""
+    if spec.task in CLASSIFIER_TASKS:
+        return GRAPHS[spec.task](model, temperature)
+    return GRAPHS[spec.task](model)
 
 
 @contextlib.contextmanager
@@ -225,7 +237,7 @@ def export_graph(
     """
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
-    graph = GRAPHS[spec.task](model).eval()
+    graph = build_graph(spec, model, metadata.temperature_or_one).eval()
     inputs = sample_inputs(spec, model, EXPORT_SIZES)
     logger.info("exporting %s (%s) to %s", type(model).__name__, spec.task, path)
     with torch.no_grad(), _quiet_exporter():

@@ -250,10 +250,12 @@ def _argmax_mismatches(ref: np.ndarray, got: np.ndarray, atol: float) -> tuple[i
     return int((differ & ~tie).sum()), int((differ & tie).sum())
 
 
-def _run_torch(model: nn.Module, spec: ExportSpec, inputs: dict[str, Tensor], device: str) -> list[np.ndarray]:
-    from tfm_cls.export.exporter import GRAPHS
+def _run_torch(
+    model: nn.Module, spec: ExportSpec, inputs: dict[str, Tensor], device: str, temperature: float = 1.0
+) -> list[np.ndarray]:
+    from tfm_cls.export.exporter import build_graph
 
-    graph = GRAPHS[spec.task](model)
+    graph = build_graph(spec, model, temperature)
     with torch.no_grad():
         out = graph(*(inputs[n].to(device) for n in spec.input_names))
     out = out if isinstance(out, tuple) else (out,)
@@ -268,8 +270,10 @@ def check_provider(
     provider: str,
     report: VerifyReport,
     seed: int,
+    temperature: float = 1.0,
 ) -> None:
-    """Stages 3 and 4 (shapes, values) on one provider."""
+    """Stages 3 and 4 (shapes, values) on one provider; a classifier's reference scores are those
+    of logits / `temperature` (the file's calibration)."""
     atol = spec.tolerances[provider]
     device = "cuda" if provider == CUDA else "cpu"
     reference = model if device == "cpu" else copy.deepcopy(model).to(device)
@@ -279,7 +283,7 @@ def check_provider(
     for case in cases:
         inputs = case_inputs(spec, model, case, gen)
         feeds = {n: inputs[n].numpy() for n in spec.input_names}
-        results.append((case, _run_torch(reference, spec, inputs, device), session.run(spec.output_names, feeds)))
+        results.append((case, _run_torch(reference, spec, inputs, device, temperature), session.run(spec.output_names, feeds)))
 
     shape_problems = []
     for case, ref, got in results:
@@ -428,7 +432,7 @@ def verify(
         except RuntimeError as err:  # e.g. the CUDA provider is installed but cannot start
             report.add(provider, "FAIL", str(err))
             raise VerificationError(report) from err
-        check_provider(model, session, spec, cases, provider, report, seed)
+        check_provider(model, session, spec, cases, provider, report, seed, meta.temperature_or_one)
         if spec.task in (specs.SEQ2SEQ.task, specs.SEQ2SEQ_DECODER.task):
             check_greedy(model, path, spec, meta, provider, report, seed)
     return report

@@ -296,6 +296,21 @@ class TextClassifier(ClassifierMixin, BaseEstimator):
         write_card(self.run_dir_)
         return Path(path)
 
+    def report(self, texts: Any, labels: Any, train: tuple[Any, Any] | None = None) -> Path:
+        """Write (or refresh) RUN/report.html on `texts` / `labels` (tfm_cls.report: errors with
+        attributions, calibration, accuracy by length); `train`: the (texts, labels) trained on,
+        for the likely label errors and the TF-IDF baseline (left out of the page without it).
+        Returns the page's path."""
+        from tfm_cls.data import data_from_rows
+        from tfm_cls.report import write_report
+
+        self._check_fitted()
+        rows = self._targets.rows(check_texts(texts), labels)
+        train_rows = self._targets.rows(check_texts(train[0], "train texts"), train[1], "train labels") if train else rows
+        data = data_from_rows(self._run.config.data, train_rows, rows, labels=self._targets.names(), source=SOURCE)
+        given = (data.splits["validation"], data.splits["train"] if train else None, f"{SOURCE} (texts given)")
+        return write_report(self.run_dir_, given=given)
+
     def __getstate__(self) -> dict[str, Any]:
         state = dict(self.__dict__)
         state.pop("_tmp", None)  # a temporary run folder belongs to the process that made it

@@ -165,6 +165,21 @@ def render_card(run_dir: str | Path) -> str:
         out += ["", *_metrics_table(metrics, evaluations, card_metrics(config))]
         if not metrics.get("baselines"):
             out += ["", "No TF-IDF baseline was computed by this run (see `benchmarks/bench_accuracy.py`)."]
+    calibration = (metrics or {}).get("calibration")
+    if calibration:
+        out += ["", "## Calibration", "",
+                f"Scores are softmax(logits / T) with T = {calibration['temperature']:.4f}, fitted on the validation "
+                f"split (temperature scaling: LBFGS on the NLL); predicted labels are those of the raw logits. "
+                f"Expected calibration error ({calibration.get('ece_bins', 15)} bins):", "",
+                "| split | ECE before | ECE after | NLL before | NLL after |", "|---|---:|---:|---:|---:|"]
+        for split in ("validation", "test"):
+            if split in calibration:
+                c = calibration[split]
+                out.append(f"| {split} | {c['ece_before']:.4f} | {c['ece_after']:.4f} | {c['nll_before']:.4f} | "
+                           f"{c['nll_after']:.4f} |")
+    if (run_dir / R.REPORT_HTML_FILE).is_file():
+        out += ["", f"The full report (errors, calibration, likely label errors, a TF-IDF baseline): "
+                f"[{R.REPORT_HTML_FILE}]({R.REPORT_HTML_FILE})."]
     if (run_dir / R.CONFUSION_FILE).is_file():
         out += ["", "## Confusion matrix (test)", "", f"![confusion matrix]({R.CONFUSION_FILE})"]
     max_length = tok.get("max_length")

@@ -1,4 +1,4 @@
-"""`tfm-cls`: train, evaluate, predict, pretrain, distill, export, verify, quantize, infer, batch and serve.
+"""`tfm-cls`: train, evaluate, report, predict, pretrain, distill, export, verify, quantize, infer, batch and serve.
 
 Every subcommand imports what it needs inside its handler, so `tfm-cls --help` and `--version`
 load no torch. One error convention: bad input (a config, a file, a run directory) is one line on
@@ -178,7 +178,20 @@ def cmd_eval(args: argparse.Namespace) -> int:
     from tfm_cls.card import record_evaluation, write_card
 
     record_evaluation(args.run, str(source), {**metrics, "num_examples": len(split)})
+    if args.report:
+        from tfm_cls.report import write_report
+
+        write_report(args.run, args.data, args.split)
     write_card(args.run)  # the card's table shows this evaluation beside the run's own
+    return 0
+
+
+def cmd_report(args: argparse.Namespace) -> int:
+    from tfm_cls.report import write_report
+
+    _quiet_datasets()
+    path = write_report(args.run, args.data, args.split)
+    print(path)
     return 0
 
 
@@ -284,6 +297,11 @@ def cmd_export(args: argparse.Namespace) -> int:
     except _Failed as err:
         raise _Failed(f"{err}; {target} was not changed", err.code) from err
     logger.info("wrote %s (%.1f MB, one file)", path, Path(path).stat().st_size / 2**20)
+    if args.report:
+        from tfm_cls.report import write_report
+
+        _quiet_datasets()
+        write_report(args.run)
     write_card(args.run)  # the card now says how to run this model.onnx
     return 0
 
@@ -407,7 +425,17 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--output", help="write the metrics JSON here (default: stdout)")
     add_inference_options(p, batch_size=128, streaming=False)
     p.add_argument("--device", default="cpu", help="auto, cpu, cuda or cuda:N (default: cpu)")
+    p.add_argument("--report", action="store_true",
+                   help="also write or refresh RUN/report.html (tfm-cls report; it scores the training split and "
+                        "trains the TF-IDF baseline, so it takes longer than this command alone)")
     p.set_defaults(func=cmd_eval)
+
+    p = sub.add_parser("report", help="write RUN/report.html: errors, calibration, label errors, a baseline",
+                       description="One self-contained HTML page on a finished run (docs/report.md).")
+    p.add_argument("--run", required=True, help="run directory of a finished run")
+    p.add_argument("--data", default=None, help="labelled file or folder (default: the run's own data)")
+    p.add_argument("--split", default="test", help="split to report on (file stem in a folder; default: test)")
+    p.set_defaults(func=cmd_report)
 
     p = sub.add_parser("predict", help="predict labels with the PyTorch model; writes JSONL")
     p.add_argument("--run", required=True, help="run directory")
@@ -432,6 +460,9 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--fuse", action="store_true", help="pre-fuse attention/GELU/LayerNorm into onnxruntime contrib ops")
     p.add_argument("--no-verify", action="store_true", help="skip verification against the PyTorch model")
     p.add_argument("--providers", help="comma-separated providers to verify on (default: CPU, plus CUDA if present)")
+    p.add_argument("--report", action="store_true",
+                   help="also write or refresh RUN/report.html (tfm-cls report; it scores the training split and "
+                        "trains the TF-IDF baseline, so it takes longer than this command alone)")
     p.set_defaults(func=cmd_export)
 
     p = sub.add_parser("verify-onnx", help="check RUN/model.onnx against the run's PyTorch model")

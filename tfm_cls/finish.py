@@ -3,8 +3,9 @@
     finish_run(task, data, state, epochs_done)  ->  metrics.json, history.json, report.txt,
                                                    figures, README.md (the model card)
 
-The best weights (model.safetensors) are evaluated on validation and, where the data hold a test
-split, on test; the report, the confusion matrix (single_label), the per-label F1 (multi_label)
+The best weights (model.safetensors) are evaluated on validation (where, for single-label runs,
+`train.calibration` fits the temperature of calibrated scores: calibration.json, tfm_cls.calibration)
+and, where the data hold a test split, on test; the report, the confusion matrix (single_label), the per-label F1 (multi_label)
 or the scatter (regression) are of the test split and are not written without one (a tuning
 trial, a TextClassifier fit): metrics.json then holds validation only. `tfm-cls train`
 (tfm_cls.train) and `tfm-cls distill` (tfm_cls.distill.task) both end here; under DDP every rank
@@ -16,8 +17,11 @@ from __future__ import annotations
 import logging
 from typing import Any
 
+import numpy as np
+
 from tfm_cls import distributed as D
 from tfm_cls import runs as R
+from tfm_cls.calibration import ECE_BINS, calibration_summary, fit_temperature
 from tfm_cls.card import write_card
 from tfm_cls.checkpoint import load_weights
 from tfm_cls.classification import ClassificationTask
@@ -29,6 +33,19 @@ from tfm_cls.predict import evaluate
 from tfm_cls.tensorboard import TensorBoardSink
 
 logger = logging.getLogger(__name__)
+
+
+def calibrate(head: Any, logits: np.ndarray, targets: np.ndarray) -> dict[str, Any]:
+    """Fit the head's temperature on validation logits [N, C] and class ids [N] (the head's
+    `temperature` is set); what calibration.json and metrics.json record of it."""
+    temperature = fit_temperature(logits, targets)
+    head.temperature = temperature
+    summary = {"method": "temperature", "temperature": temperature, "fitted_on": "validation",
+               "ece_bins": ECE_BINS, "validation": calibration_summary(logits, targets, temperature)}
+    v = summary["validation"]
+    logger.info("calibration: temperature %.4f (validation NLL %.4f -> %.4f, ECE %.4f -> %.4f)",
+                temperature, v["nll_before"], v["nll_after"], v["ece_before"], v["ece_after"])
+    return summary
 
 
 def finish_run(
@@ -44,15 +61,22 @@ def finish_run(
     D.broadcast_module(model, env)  # the other ranks may not see rank 0's disk
     tc, device = cfg.train, env.device
     results: dict[str, Any] = {}
-    results["validation"], _ = evaluate(
+    results["validation"], validation_logits = evaluate(
         model, splits["validation"], data.labels, tc.eval_batch_size, device, task.pad_id, env=env, amp=task.amp,
         head=head, tune=True,
     )
+    calibration = None
+    if tc.calibration != "none" and head.calibratable:
+        calibration = calibrate(head, validation_logits, splits["validation"].labels)
+        # The validation loss of the scores users see (the metrics are those of an argmax: unchanged).
+        results["validation"]["loss"] = head.metrics(validation_logits, splits["validation"].labels, data.labels)["loss"]
     test = splits.get("test")
     if test is not None:
         results["test"], test_logits = evaluate(
             model, test, data.labels, tc.eval_batch_size, device, task.pad_id, env=env, amp=task.amp, head=head
         )
+        if calibration is not None:
+            calibration["test"] = calibration_summary(test_logits, test.labels, head.temperature)
     metrics = {
         **results,
         **({"task": head.task} if head.records_task else {}),
@@ -76,9 +100,12 @@ def finish_run(
             "empty": {name: split.num_empty for name, split in splits.items()},
             **({"pairs": splits["train"].token_type_ids is not None} if head.records_task else {}),
         },
+        **({"calibration": calibration} if calibration is not None else {}),
         **(extra or {}),
     }
     if env.is_main:
+        if calibration is not None:
+            write_json(run_dir / R.CALIBRATION_FILE, calibration)
         write_json(run_dir / R.METRICS_FILE, metrics)
         write_json(run_dir / R.HISTORY_FILE, state.history)
         head.save_decision(run_dir, data.labels)

@@ -176,8 +176,8 @@ def run_policy(run: LoadedRun, **overrides: Any) -> LongText:
 
 
 def run_head(run: LoadedRun) -> Head:
-    """The head (tfm_cls.tasks) of a loaded run, with its tuned thresholds."""
-    return head_for(run.config, thresholds=run.thresholds)
+    """The head (tfm_cls.tasks) of a loaded run, with its tuned thresholds and calibration temperature."""
+    return head_for(run.config, thresholds=run.thresholds, temperature=run.temperature)
 
 
 @torch.no_grad()

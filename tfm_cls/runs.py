@@ -11,6 +11,8 @@ runs/<name>/
     classification_report.txt   sklearn report on test
     confusion_matrix.png, training_curves.png
     thresholds.json, per_label_f1.png   multi-label runs (docs/tasks.md)
+    calibration.json            single-label runs: the fitted temperature (tfm_cls.calibration)
+    report.html                 `tfm-cls report` (tfm_cls.report): one self-contained page
     predicted_vs_gold.png               regression runs
     history.json                one entry per evaluation (curves)
     README.md                   model card (tfm_cls.card), refreshed by `tfm-cls eval` / `export`
@@ -54,6 +56,8 @@ CURVES_FILE = "training_curves.png"
 PER_LABEL_F1_FILE = "per_label_f1.png"  # multi-label runs
 SCATTER_FILE = "predicted_vs_gold.png"  # regression runs
 THRESHOLDS_FILE = "thresholds.json"  # multi-label runs: the decision threshold of each label
+CALIBRATION_FILE = "calibration.json"  # calibrated runs: {"method": "temperature", "temperature": T, ...}
+REPORT_HTML_FILE = "report.html"  # `tfm-cls report`
 LAST_CHECKPOINT = "last.ckpt"
 LOG_FILE = "train.log"
 CARD_FILE = "README.md"  # the model card (tfm_cls.card)
@@ -76,7 +80,7 @@ DERIVED_FILES = (ONNX_FILE, INT8_FILE, "model.int8.quantization.json")
 CLASSIFIER_FILES = (
     CONFIG_FILE, MODEL_CONFIG_FILE, TOKENIZER_FILE, LABELS_FILE, WEIGHTS_FILE, METRICS_FILE,
     HISTORY_FILE, REPORT_FILE, CONFUSION_FILE, CURVES_FILE, LAST_CHECKPOINT, LOG_FILE, CARD_FILE, *DERIVED_FILES,
-    PER_LABEL_F1_FILE, SCATTER_FILE, THRESHOLDS_FILE,
+    PER_LABEL_F1_FILE, SCATTER_FILE, THRESHOLDS_FILE, CALIBRATION_FILE, REPORT_HTML_FILE,
 )
 # Config keys that may differ between a run directory's saved config and a resumed / rerun one:
 # they do not change what is trained (train and pretrain share TrainConfig).
@@ -100,6 +104,8 @@ class LoadedRun:
     run_dir: Path
     thresholds: list[float] | None = None
     """Multi-label runs: the decision threshold of each label (thresholds.json); else None."""
+    temperature: float = 1.0
+    """Calibrated runs: the temperature the logits are divided by (calibration.json); else 1.0."""
 
 
 def _flatten(d: dict[str, Any], prefix: str = "") -> dict[str, Any]:
@@ -235,4 +241,17 @@ def load_run(run_dir: str | Path, device: str | torch.device = "cpu") -> LoadedR
         if not isinstance(saved, dict) or list(saved) != labels:
             raise RunDirError(f"{run_dir / THRESHOLDS_FILE}: expected one threshold for each label of {LABELS_FILE}")
         thresholds = [float(v) for v in saved.values()]
-    return LoadedRun(model=model, tokenizer=tokenizer, labels=labels, config=config, run_dir=run_dir, thresholds=thresholds)
+    return LoadedRun(model=model, tokenizer=tokenizer, labels=labels, config=config, run_dir=run_dir,
+                     thresholds=thresholds, temperature=read_temperature(run_dir))
+
+
+def read_temperature(run_dir: Path) -> float:
+    """The run's calibration temperature (calibration.json), 1.0 for a run without one."""
+    path = run_dir / CALIBRATION_FILE
+    if not path.is_file():
+        return 1.0
+    saved = read_json(path)
+    value = saved.get("temperature") if isinstance(saved, dict) else None
+    if isinstance(value, bool) or not isinstance(value, (int, float)) or not 0 < value < float("inf"):
+        raise RunDirError(f"{path}: expected {{\"temperature\": a positive number, ...}}, found {saved!r}")
+    return float(value)

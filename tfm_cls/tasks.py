@@ -111,11 +111,13 @@ class Head(SingleLabel):
         return F.cross_entropy(logits, targets, label_smoothing=self.label_smoothing)
 
     def torch_scores(self, logits: Tensor) -> Tensor:
-        """`scores` in torch (the ONNX graph's second output)."""
-        return logits.softmax(dim=-1)
+        """`scores` in torch (the ONNX graph's second output), of logits / temperature."""
+        return (logits if self.temperature == 1.0 else logits / self.temperature).softmax(dim=-1)
 
     def metrics(self, logits: np.ndarray, targets: np.ndarray, labels: list[str]) -> dict[str, Any]:
-        loss = F.cross_entropy(torch.from_numpy(logits), torch.from_numpy(targets)).item()
+        """The loss is the NLL of the scores users see (logits / temperature; a calibrated run's
+        test loss is its calibrated NLL)."""
+        loss = F.cross_entropy(torch.from_numpy(self.scaled(logits)), torch.from_numpy(targets)).item()
         return {"loss": loss, **classification_metrics(targets, logits.argmax(-1), labels)}
 
     def describe(self, m: dict[str, Any]) -> str:
@@ -131,6 +133,9 @@ class Head(SingleLabel):
 
     distillable: ClassVar[bool] = True
     """`tfm-cls distill` has a transfer set for this task (multi-label: not yet)."""
+    calibratable: ClassVar[bool] = True
+    """`train.calibration: auto` fits a temperature for this task (tfm_cls.calibration says why
+    only single-label)."""
     value_target: ClassVar[bool] = False
     """Targets are numbers to fit, not class ids or label sets (a transfer text without gold is NaN)."""
 
@@ -187,7 +192,7 @@ class MultiLabelHead(MultiLabel, Head):
         return F.binary_cross_entropy_with_logits(logits.float(), targets.float(), pos_weight=weight)
 
     def torch_scores(self, logits: Tensor) -> Tensor:
-        return torch.sigmoid(logits)
+        return torch.sigmoid(logits if self.temperature == 1.0 else logits / self.temperature)
 
     def tune(self, logits: np.ndarray, targets: np.ndarray) -> np.ndarray:
         """Set (and return) the thresholds from validation logits [N, C] and multi-hot targets."""
@@ -212,6 +217,7 @@ class MultiLabelHead(MultiLabel, Head):
 
     records_task: ClassVar[bool] = True
     distillable: ClassVar[bool] = False
+    calibratable: ClassVar[bool] = False
 
     def start_output(self, model: torch.nn.Module, train_targets: Any) -> None:
         """Each label's bias starts at the log-odds of its training frequency (`prior_logits`), so
@@ -281,6 +287,7 @@ class RegressionHead(Regression, Head):
 
     records_task: ClassVar[bool] = True
     value_target: ClassVar[bool] = True
+    calibratable: ClassVar[bool] = False
 
     def start_output(self, model: torch.nn.Module, train_targets: Any) -> None:
         """The output starts at the mean training target, so the first steps learn the signal, not the offset."""
@@ -329,9 +336,17 @@ def positive_weights(targets: np.ndarray, max_weight: float = 100.0) -> Tensor:
 DISTILLABLE = tuple(task for task, head in HEAD_TYPES.items() if head.distillable)
 
 
-def head_for(cfg: Any, train_targets: np.ndarray | None = None, thresholds: np.ndarray | None = None) -> Head:
+def head_for(cfg: Any, train_targets: np.ndarray | None = None, thresholds: np.ndarray | None = None,
+             temperature: float = 1.0) -> Head:
     """The head of a ClassifierConfig (`data.task` and its `multi_label` / `regression` sections).
-    `train_targets` give the `balanced` positive weights; `thresholds` restore a run's tuned ones."""
+    `train_targets` give the `balanced` positive weights; `thresholds` restore a run's tuned ones,
+    `temperature` its calibration (tfm_cls.calibration; a fresh head starts at 1.0)."""
+    head = _head_of(cfg, train_targets, thresholds)
+    head.temperature = float(temperature)
+    return head
+
+
+def _head_of(cfg: Any, train_targets: np.ndarray | None, thresholds: np.ndarray | None) -> Head:
     task = cfg.data.task
     if task == MULTI_LABEL:
         ml = cfg.multi_label

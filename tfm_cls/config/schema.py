@@ -271,6 +271,12 @@ class TrainConfig:
     """Write TensorBoard event files to RUN/tensorboard/ (train loss, lr, tokens/s, validation
     metrics; at the end the confusion matrix and the resolved config). Needs the optional
     `tensorboard` package (`pip install tfm-cls[tensorboard]`); without it: one warning, no files."""
+    calibration: typing.Literal["auto", "temperature", "none"] = "auto"
+    """Calibrated scores (tfm_cls.calibration): `temperature` fits one temperature T on the
+    validation split after training (LBFGS on the NLL, Guo et al. 2017) and every prediction path
+    divides the logits by it (predicted labels unchanged, probabilities that mean what they say);
+    `auto` = temperature for single_label runs, none for multi_label (per-label thresholds are
+    tuned on validation instead) and regression (no probabilities); `none`: raw softmax."""
 
     def __post_init__(self) -> None:
         for key in ("epochs", "batch_size", "eval_batch_size", "grad_accum_steps", "log_every", "bucket_batches"):
@@ -380,6 +386,11 @@ class ClassifierConfig(RunConfig):
         require(
             self.train.best_metric in allowed,
             f"train.best_metric={self.train.best_metric!r} is not a {self.data.task} metric; use one of {list(allowed)}",
+        )
+        require(
+            self.data.task == "single_label" or self.train.calibration != "temperature",
+            f"train.calibration=temperature applies to single_label only (data.task={self.data.task}); "
+            "use auto or none",
         )
         require(
             self.data.task == "single_label" or self.train.label_smoothing == 0.0,

@@ -19,7 +19,7 @@ from tfm_cls.runtime.batching import (
     pad_types,
     plan_batches,
 )
-from tfm_cls.runtime.heads import ONNX_TASKS, SingleLabel, runtime_head, softmax
+from tfm_cls.runtime.heads import ONNX_TASKS, SingleLabel, runtime_head
 from tfm_cls.runtime.metadata import ExportMetadata, read_props, stale_export_problem
 from tfm_cls.runtime.text import LongText, TextEncoder, aggregate_windows, encode_pairs
 
@@ -237,7 +237,7 @@ class Classifier:
         for rows in batches:
             logits[rows] = self.session.run(["logits"], self.feeds(ids, rows))[0]
         texts_logits = aggregate_windows(logits, windows, self.policy.aggregate, self.policy.scores)
-        return softmax(texts_logits).astype(np.float32)
+        return self.head.scores(texts_logits).astype(np.float32)
 
     def classify(
         self, texts: list[str], batch_size: int | None = None, pairs: list[str] | None = None

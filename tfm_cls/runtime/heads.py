@@ -59,14 +59,22 @@ class SingleLabel:
     """Long texts may be classified as windows whose scores are aggregated."""
     decision_fields: ClassVar[tuple[str, ...]] = ()
     """The ExportMetadata fields that hold this head's decision rule (written for this head only)."""
+    temperature: float = 1.0
+    """Calibration (tfm_cls.calibration): the scores are those of logits / temperature; 1.0 = the
+    raw softmax (a run or export that records none). Order-preserving: the argmax never changes."""
+
+    def scaled(self, logits: np.ndarray) -> np.ndarray:
+        """logits / temperature ([N, C]); the logits themselves (bit for bit) at 1.0."""
+        return logits if self.temperature == 1.0 else logits / np.asarray(self.temperature, dtype=logits.dtype)
 
     def num_outputs(self, num_labels: int) -> int:
         """The width of the logits for `num_labels` label names."""
         return num_labels
 
     def scores(self, logits: np.ndarray) -> np.ndarray:
-        """What users see of logits [N, outputs]: probabilities [N, C] (regression: values [N])."""
-        return softmax(logits)
+        """What users see of logits [N, outputs]: probabilities [N, C] of logits / temperature
+        (regression: values [N])."""
+        return softmax(self.scaled(logits))
 
     def decide(self, scores: np.ndarray) -> np.ndarray | None:
         """Per-label decisions [N, C] (bool) where the task has them; None (argmax) here."""
@@ -119,8 +127,12 @@ class SingleLabel:
 
     def metadata(self, pair: bool) -> dict[str, Any]:
         """ExportMetadata fields of this head (tfm_cls.runtime.metadata). A single-label model of
-        single texts writes none: such files carry exactly what they did before task types."""
-        return {"head": self.task, "text_pair": pair} if pair or self.task != SINGLE_LABEL else {}
+        single texts writes none: such files carry exactly what they did before task types. A
+        calibrated head adds its temperature (an export without it reads as 1.0)."""
+        fields: dict[str, Any] = {"head": self.task, "text_pair": pair} if pair or self.task != SINGLE_LABEL else {}
+        if self.temperature != 1.0:
+            fields["temperature"] = float(self.temperature)
+        return fields
 
 
 @dataclasses.dataclass
@@ -137,7 +149,7 @@ class MultiLabel(SingleLabel):
     """[C] decision thresholds; None until tuned (then `fixed_threshold` everywhere)."""
 
     def scores(self, logits: np.ndarray) -> np.ndarray:
-        return sigmoid(logits)
+        return sigmoid(self.scaled(logits))
 
     def current_thresholds(self, num_labels: int) -> np.ndarray:
         return self.thresholds if self.thresholds is not None else np.full(num_labels, self.fixed_threshold)
@@ -250,5 +262,5 @@ def runtime_head(meta: Any) -> SingleLabel:
     if cls is MultiLabel:
         thresholds = None if meta.thresholds is None else np.asarray(meta.thresholds, dtype=np.float64)
         return MultiLabel(fixed_threshold=float(meta.fixed_threshold), ensure_label=bool(meta.ensure_label),
-                          thresholds=thresholds)
-    return cls()
+                          thresholds=thresholds, temperature=meta.temperature_or_one)
+    return cls(temperature=meta.temperature_or_one)

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import dataclasses
 import json
+import math
 import os
 from collections.abc import Mapping
 from typing import Any
@@ -49,6 +50,7 @@ KEYS = {
     "tfm_cls.thresholds": "thresholds",
     "tfm_cls.fixed_threshold": "fixed_threshold",
     "tfm_cls.text_pair": "text_pair",
+    "tfm_cls.temperature": "temperature",
     "tfm_cls.weights_sha256": "weights_sha256",
     "tfm_cls.long_text": "long_text",
     "tfm_cls.fusions": "fusions",
@@ -58,7 +60,7 @@ FIELD_KEYS = {field: key for key, field in KEYS.items()}
 WEIGHTS_DIGEST_KEY = FIELD_KEYS["weights_sha256"]
 LONG_TEXT_KEY = FIELD_KEYS["long_text"]
 _JSON_FIELDS = {"model_config", "export_sizes", "labels", "ensure_label", "thresholds", "fixed_threshold",
-                "text_pair", "fusions", "quantization"}
+                "text_pair", "fusions", "quantization", "temperature"}
 _INT_FIELDS = {"max_length", "opset", "bos_id", "eos_id"}
 # The fields of a head's decision rule: written exactly when the file's head has them.
 _DECISION_FIELDS = {name for head in RUNTIME_HEADS.values() for name in head.decision_fields}
@@ -99,6 +101,9 @@ class ExportMetadata:
     """Multi-label: the tuned threshold of each label (None: `fixed_threshold` for all)."""
     fixed_threshold: float = 0.5
     text_pair: bool | None = None
+    temperature: float | None = None
+    """Calibration: the scores are softmax(logits / temperature) (tfm_cls.calibration); absent in
+    uncalibrated exports and in those made before calibration existed, which read as 1.0."""
     weights_sha256: str | None = None
     """sha256 of the run's model.safetensors the file was exported from (the stale-export check)."""
     long_text: LongText | None = None
@@ -168,7 +173,17 @@ class ExportMetadata:
                 raise InferenceError(f"{where}: unreadable tfm_cls metadata {key!r} ({err}); re-export it") from None
         if values.get("fixed_threshold", 0.5) is None or values.get("ensure_label", True) is None:
             raise InferenceError(f"{where}: unreadable tfm_cls thresholds (null); re-export it")
+        temperature = values.get("temperature")
+        if "temperature" in values and not (isinstance(temperature, (int, float)) and not isinstance(temperature, bool)
+                                            and math.isfinite(temperature) and temperature > 0):
+            raise InferenceError(f"{where}: tfm_cls metadata {FIELD_KEYS['temperature']!r} should be a positive "
+                                 f"number, found {temperature!r}; re-export it")
         return cls(**values)
+
+    @property
+    def temperature_or_one(self) -> float:
+        """The calibration temperature (1.0 where the file records none)."""
+        return 1.0 if self.temperature is None else float(self.temperature)
 
     def require_classifier(self, where: str) -> None:
         """A classifier export has everything `Classifier` reads, with values of the right types."""

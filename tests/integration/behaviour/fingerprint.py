@@ -26,7 +26,14 @@ infer` for every head (before, multi-label, regression and pair runs printed unr
 without "truncated"), so the `predict` hashes of those four runs are their recorded `infer` hashes. And one since the
 restructure: multi-label heads start each label's bias at the log-odds of its training frequency
 (`multi_label.prior_init`, default true; issue 27), so the `multi_label` entries (training and
-export_infer) were re-recorded at that commit, every other entry unchanged.
+export_infer) were re-recorded at that commit, every other entry unchanged. And one more (issue 27):
+single-label runs fit a calibration temperature on validation after training
+(`train.calibration: auto`), so their metrics.json holds a `calibration` block and a calibrated
+test loss, their exports carry `tfm_cls.temperature` and their scores are softmax(logits / T):
+the `metrics` of classifier, classifier_branches, finetuned, pair and distill, and the
+export_infer entries of classifier, pair and distill (infer, predict, eval, onnx_metadata) were
+re-recorded; every weights and history hash, and every multi-label, regression and MLM entry,
+is unchanged (calibration comes after training and is for single-label runs only).
 
 Left out as not deterministic: the TIMING_KEYS of every JSON (timing, throughput, device) and
 the path of the temporary folder (written as <work>).

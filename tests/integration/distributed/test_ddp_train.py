@@ -11,7 +11,7 @@ from tfm_cls import runs as R
 from tfm_cls.batching import tokenize_dataset
 from tfm_cls.checkpoint import load_checkpoint
 from tfm_cls.config import ClassifierConfig, load_config
-from tfm_cls.predict import evaluate
+from tfm_cls.predict import evaluate, run_head
 from tfm_cls.runs import load_run
 from tfm_cls.train import train
 
@@ -76,8 +76,9 @@ def test_metrics_count_every_evaluation_example_exactly_once(ddp_run):
 
     data = load_data(data_cfg)
     for split in ("validation", "test"):
+        # the run's head: its loss is the NLL of the calibrated scores (train.calibration)
         single, _ = evaluate(run.model, tokenize_dataset(data.splits[split], run.tokenizer), run.labels, 8,
-                             torch.device("cpu"))
+                             torch.device("cpu"), head=run_head(run))
         assert single["accuracy"] == metrics[split]["accuracy"]
         assert single["per_class"] == metrics[split]["per_class"]
         assert single["loss"] == pytest.approx(metrics[split]["loss"], abs=1e-6)

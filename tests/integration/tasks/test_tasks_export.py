@@ -121,7 +121,8 @@ def test_infer_single_label_pairs_match_torch(exported, tmp_path):
     proc = _infer(_standalone(tmp_path), "--model", str(path), "--input", str(tmp_path / "in.jsonl"))
     assert proc.returncode == 0, proc.stderr
     rows = [json.loads(line) for line in proc.stdout.splitlines()]
-    probs = softmax(texts_logits(R.load_run(run), ["cat", "golf"], ["dog", "rice"])[0])
+    loaded = R.load_run(run)  # a calibrated single-label run: softmax(logits / T), as `infer` gives
+    probs = softmax(texts_logits(loaded, ["cat", "golf"], ["dog", "rice"])[0] / loaded.temperature)
     assert np.allclose([list(r["probabilities"].values()) for r in rows], probs, atol=1e-4)
 
 

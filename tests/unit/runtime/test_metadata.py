@@ -63,6 +63,31 @@ def test_single_label_single_text_files_carry_no_head_keys():
     assert not {"tfm_cls.head", "tfm_cls.thresholds", "tfm_cls.ensure_label", "tfm_cls.text_pair"} & set(props)
 
 
+def test_the_temperature_round_trips_and_a_file_without_it_reads_as_one():
+    from tfm_cls.runtime.heads import runtime_head
+
+    meta = ExportMetadata(task="text-classification", temperature=0.731)
+    props = meta.to_props()
+    assert props["tfm_cls.temperature"] == "0.731"
+    back = ExportMetadata.from_props(props)
+    assert back.temperature == 0.731 and runtime_head(back).temperature == 0.731
+    old = {k: v for k, v in props.items() if k != "tfm_cls.temperature"}  # an export before calibration
+    assert ExportMetadata.from_props(old).temperature is None
+    assert ExportMetadata.from_props(old).temperature_or_one == 1.0 == runtime_head(ExportMetadata.from_props(old)).temperature
+    # an uncalibrated head writes no key: such files are what they were before calibration existed
+    from tfm_cls.runtime.heads import SingleLabel
+
+    assert "temperature" not in SingleLabel().metadata(False)
+    assert SingleLabel(temperature=2.0).metadata(False) == {"temperature": 2.0}
+
+
+@pytest.mark.parametrize("value", ["0", "-1.5", "null", "true", "\"warm\"", "NaN"])
+def test_a_temperature_that_is_not_a_positive_number_is_refused(value):
+    props = {**ExportMetadata(task="text-classification").to_props(), "tfm_cls.temperature": value}
+    with pytest.raises(InferenceError, match="'tfm_cls.temperature' should be a positive number"):
+        ExportMetadata.from_props(props, "m.onnx")
+
+
 @pytest.mark.parametrize(("key", "value"), [("tfm_cls.max_length", "sixteen"), ("tfm_cls.labels", "[not json"),
                                             ("tfm_cls.long_text", "{")])
 def test_an_unreadable_value_names_its_key(key, value):

@@ -1,0 +1,37 @@
+"""tfm_cls.report.attribution: integrated gradients satisfy completeness against the model."""
+
+from __future__ import annotations
+
+import pytest
+import torch
+
+from tfm_cls.model import TransformerClassifier
+from tfm_cls.report.attribution import integrated_gradients
+
+
+@pytest.mark.parametrize("pair", [False, True])
+def test_attributions_sum_to_the_output_change_from_the_baseline(pair):
+    torch.manual_seed(0)
+    model = TransformerClassifier(vocab_size=40, num_classes=3, d_model=16, nhead=2, num_layers=1, dim_feedforward=32,
+                                  max_len=16, dropout=0.1, type_vocab_size=2 if pair else 0).eval()
+    ids = [2, 7, 11, 5, 30, 3]
+    types = [0, 0, 0, 1, 1, 1] if pair else None
+    target = 1
+    attributions = integrated_gradients(model, ids, types, target, steps=64)
+
+    def output(scale: float) -> float:
+        handle = model.token_embedding.register_forward_hook(lambda m, i, o: o * scale)
+        try:
+            args = [torch.tensor([ids]), torch.ones(1, len(ids), dtype=torch.long)]
+            if pair:
+                args.append(torch.tensor([types]))
+            with torch.no_grad():
+                return float(model(*args)[0, target])
+        finally:
+            handle.remove()
+
+    assert attributions.shape == (len(ids),)
+    # completeness (Sundararajan et al. 2017): sum = F(input) - F(baseline), up to the Riemann sum's error
+    assert attributions.sum() == pytest.approx(output(1.0) - output(0.0), abs=2e-2)
+    assert not model.training  # left in eval mode, weights untouched
+    assert all(p.grad is None for p in model.parameters())
