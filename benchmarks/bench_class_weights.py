@@ -62,12 +62,13 @@ def run(dataset: str, weighting: str, seed: int, steps: int, data_root: Path, ou
 def format_table(rows: list[dict]) -> str:
     lines = [f"{'dataset':<12} {'weighting':<36} {'seed':>4} {'steps':>5} {'macro-F1':>8} {'accuracy':>8} "
              f"{'min. recall':>11} {'min. prec.':>10} {'micro-F1':>8} {'cpu min':>7}"]
+    def cell(r: dict, key: str, width: int) -> str:
+        return f"{r[key]:>{width}.4f}" if key in r else " " * width
+
     for r in rows:
-        def cell(key, width):
-            return f"{r[key]:>{width}.4f}" if key in r else " " * width
-        lines.append(f"{r['dataset']:<12} {r['weighting']:<36} {r['seed']:>4} {r['steps']:>5} {cell('macro_f1', 8)} "
-                     f"{cell('accuracy', 8)} {cell('minority_recall', 11)} {cell('minority_precision', 10)} "
-                     f"{cell('micro_f1', 8)} {r['cpu_minutes']:>7.2f}")
+        lines.append(f"{r['dataset']:<12} {r['weighting']:<36} {r['seed']:>4} {r['steps']:>5} {cell(r, 'macro_f1', 8)} "
+                     f"{cell(r, 'accuracy', 8)} {cell(r, 'minority_recall', 11)} {cell(r, 'minority_precision', 10)} "
+                     f"{cell(r, 'micro_f1', 8)} {r['cpu_minutes']:>7.2f}")
     return "\n".join(lines)
 
 

@@ -4,6 +4,7 @@ multi-label presets before / after the prior initialisation against TF-IDF one-v
     python benchmarks/bench_many_labels.py build --out /tmp/longtail            # the set only
     python benchmarks/bench_many_labels.py run --datasets longtail,go_emotions \\
         --variants before,after --minutes 15                                      # the comparison
+    python benchmarks/bench_many_labels.py run --variants many-labels --steps 250   # a budget in steps
 
 The long-tailed set ("longtail"): every document is 1-3 sections, each section several texts of
 one label of one shared single-label set (ag_news topics, trec question types, sst2 / mr_polarity
@@ -20,7 +21,11 @@ copies: /work/shared/data/README.md).
 Systems: `tfidf-ovr-lr` (benchmarks/baselines.py) and `tfidf-ovr-svm` (one-vs-rest LinearSVC on
 word 1-2-gram TF-IDF, each label's threshold on its decision score tuned on validation, a row
 with none gets its top label, as ours); the variants below are configs/cls/<preset>.yaml plus
-overrides. Writes bench_results/many-labels-<time>.json and prints one table.
+overrides (`many-labels`: configs/cls/many-labels-minilm.yaml, MiniLM with the bag-of-tokens wide
+branch). `--steps N` budgets every variant in optimizer steps (train.max_steps, no time limit):
+on a shared machine a wall-clock budget buys a different amount of work each run. Each row has
+the process CPU minutes of its run (tokenizing and evaluating included). Writes
+bench_results/many-labels-<time>.json and prints one table.
 """
 
 from __future__ import annotations
@@ -74,6 +79,7 @@ VARIANTS: dict[str, tuple[str, list[str]]] = {
     "many-labels-balanced": ("many-labels-minilm", ["multi_label.pos_weight=balanced"]),
     "scratch-before": ("go_emotions", BEFORE_SCRATCH),
     "scratch-after": ("go_emotions", []),
+    "scratch-after-wide": ("go_emotions", ["model.wide=true", "train.wide_lr=1e-2"]),
 }
 
 
