@@ -4,6 +4,7 @@ multi-label presets before / after the prior initialisation against TF-IDF one-v
     python benchmarks/bench_many_labels.py build --out /tmp/longtail            # the set only
     python benchmarks/bench_many_labels.py run --datasets longtail,go_emotions \\
         --variants before,after --minutes 15                                      # the comparison
+    python benchmarks/bench_many_labels.py run --variants many-labels --steps 250   # a budget in steps
 
 The long-tailed set ("longtail"): every document is 1-3 sections, each section several texts of
 one label of one shared single-label set (ag_news topics, trec question types, sst2 / mr_polarity
@@ -20,7 +21,11 @@ copies: /work/shared/data/README.md).
 Systems: `tfidf-ovr-lr` (benchmarks/baselines.py) and `tfidf-ovr-svm` (one-vs-rest LinearSVC on
 word 1-2-gram TF-IDF, each label's threshold on its decision score tuned on validation, a row
 with none gets its top label, as ours); the variants below are configs/cls/<preset>.yaml plus
-overrides. Writes bench_results/many-labels-<time>.json and prints one table.
+overrides (`many-labels`: configs/cls/many-labels-minilm.yaml, MiniLM with the bag-of-tokens wide
+branch). `--steps N` budgets every variant in optimizer steps (train.max_steps, no time limit):
+on a shared machine a wall-clock budget buys a different amount of work each run. Each row has
+the process CPU minutes of its run (tokenizing and evaluating included). Writes
+bench_results/many-labels-<time>.json and prints one table.
 """
 
 from __future__ import annotations
@@ -68,8 +73,13 @@ VARIANTS: dict[str, tuple[str, list[str]]] = {
     "after-head-lr-2e-3": ("go_emotions-minilm", ["train.head_lr=2e-3"]),
     "after-head-lr-2e-2": ("go_emotions-minilm", ["train.head_lr=2e-2"]),
     "after-no-head-only": ("go_emotions-minilm", ["train.head_only_steps=0"]),
+    "many-labels": ("many-labels-minilm", []),
+    "many-labels-no-wide": ("many-labels-minilm", ["model.wide=false", "model.encoder_length=null",
+                                                    "tokenizer.max_length_cap=64"]),
+    "many-labels-balanced": ("many-labels-minilm", ["multi_label.pos_weight=balanced"]),
     "scratch-before": ("go_emotions", BEFORE_SCRATCH),
     "scratch-after": ("go_emotions", []),
+    "scratch-after-wide": ("go_emotions", ["model.wide=true", "train.wide_lr=1e-2"]),
 }
 
 
@@ -239,37 +249,44 @@ def tfidf_ovr_svm(train: Split, validation: Split, test: Split) -> dict:
             "C": c}
 
 
-def run_variant(name: str, folder: Path, out: Path, minutes: float | None, extra: list[str]) -> dict:
+def run_variant(name: str, folder: Path, out: Path, minutes: float | None, extra: list[str],
+                steps: int | None = None) -> dict:
     from tfm_cls.config import ClassifierConfig, load_config
     from tfm_cls.train import train
 
     preset, overrides = VARIANTS[name]
     run_dir = out / "runs" / f"{folder.name}-{name}"
     overrides = [f"data.path={folder}", f"run_dir={run_dir}", "train.progress=false", *overrides, *extra]
-    if minutes is not None:
+    if steps is not None:  # a budget in steps: the same work on a quiet or a shared machine
+        overrides += [f"train.max_steps={steps}", "train.max_minutes=null"]
+    elif minutes is not None:
         overrides.append(f"train.max_minutes={minutes}")
     cfg = load_config(ClassifierConfig, [ROOT / "configs" / "cls" / f"{preset}.yaml"], overrides)
+    cpu_start = time.process_time()
     metrics = train(cfg, overwrite=True)
+    cpu_minutes = (time.process_time() - cpu_start) / 60
     saved = (run_dir / "config.yaml").read_text(encoding="utf-8")
     test, validation = metrics["test"], metrics["validation"]
     return {"system": name, "preset": preset, "overrides": overrides, "micro_f1": test["micro_f1"],
             "macro_f1": test["macro_f1"], "subset_accuracy": test["subset_accuracy"],
             "validation_micro_f1": validation["micro_f1"], "train_minutes": metrics["train_seconds"] / 60,
             "steps": metrics["steps"], "stopped": metrics["stopped"], "run_dir": str(run_dir),
+            "cpu_minutes": cpu_minutes, "epochs": metrics["epochs"],
             "max_length": next((line.split(":", 1)[1].strip() for line in saved.splitlines()
                                 if line.strip().startswith("max_length:")), None)}
 
 
 def format_table(rows: list[dict]) -> str:
-    lines = [f"{'dataset':<12} {'system':<20} {'micro-F1':>9} {'macro-F1':>9} {'subset':>7} {'min':>6} {'steps':>6} "
-             f"{'len':>4}"]
+    lines = [f"{'dataset':<12} {'system':<20} {'micro-F1':>9} {'macro-F1':>9} {'subset':>7} {'min':>6} {'cpu':>6} "
+             f"{'steps':>6} {'len':>4}"]
     for r in rows:
         if "error" in r:
             lines.append(f"{r['dataset']:<12} {r['system']:<20} error: {r['error']}")
             continue
         lines.append(
             f"{r['dataset']:<12} {r['system']:<20} {r['micro_f1']:>9.4f} {r['macro_f1']:>9.4f} "
-            f"{r['subset_accuracy']:>7.4f} {r['train_minutes']:>6.2f} {r.get('steps', ''):>6} {r.get('max_length', ''):>4}"
+            f"{r['subset_accuracy']:>7.4f} {r['train_minutes']:>6.2f} {r.get('cpu_minutes', float('nan')):>6.2f} "
+            f"{r.get('steps', ''):>6} {r.get('max_length', ''):>4}"
         )
     return "\n".join(lines)
 
@@ -286,6 +303,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--variants", default="before,after")
     parser.add_argument("--baselines", default="tfidf-ovr-lr,tfidf-ovr-svm")
     parser.add_argument("--minutes", type=float, default=15.0)
+    parser.add_argument("--steps", type=int, default=None,
+                        help="budget every variant in optimizer steps instead (train.max_steps; no time limit)")
     parser.add_argument("--set", dest="extra", action="append", default=[], help="one more override for every variant")
     args = parser.parse_args(argv)
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s: %(message)s")
@@ -311,13 +330,14 @@ def main(argv: list[str] | None = None) -> int:
             print(format_table(rows[-1:]), flush=True)
         for name in filter(None, args.variants.split(",")):
             try:
-                row = run_variant(name, folder, args.out, args.minutes, args.extra)
+                row = run_variant(name, folder, args.out, args.minutes, args.extra, args.steps)
             except Exception as err:  # one failed variant must not lose the others' figures
                 logging.exception("variant %s on %s failed", name, dataset)
                 row = {"system": name, "error": repr(err)}
             rows.append({"dataset": dataset, **row})
             print(format_table(rows[-1:]), flush=True)
-            result_file.write_text(json.dumps({"rows": rows, "minutes": args.minutes, "host": platform.node(),
+            result_file.write_text(json.dumps({"rows": rows, "minutes": args.minutes, "steps": args.steps,
+                                               "host": platform.node(),
                                                "argv": sys.argv}, indent=1), encoding="utf-8")
     result_file.write_text(json.dumps({"rows": rows, "minutes": args.minutes, "host": platform.node(),
                                        "argv": sys.argv}, indent=1), encoding="utf-8")

@@ -112,6 +112,19 @@ def _metrics_table(metrics: dict[str, Any], evaluations: dict[str, Any], keys: t
     return lines
 
 
+def _loss_weights_lines(metrics: dict[str, Any], config: dict[str, Any]) -> list[str]:
+    """The loss weights the run trained with (metrics.json `loss_weights`), as a card paragraph."""
+    record = metrics.get("loss_weights")
+    if not record:
+        return []
+    section, key = record["key"].split(".", 1)
+    given = (config.get(section) or {}).get(key)
+    weights = list(record["weights"].items())
+    shown = ", ".join(f"{label} {w:.3g}" for label, w in weights[:30])
+    more = f", ... ({len(weights)} in all: metrics.json)" if len(weights) > 30 else ""
+    return ["", f"Loss weights (`{record['key']}: {given if isinstance(given, str) else 'a mapping'}`): {shown}{more}."]
+
+
 def render_card(run_dir: str | Path) -> str:
     """The Markdown text of RUN/README.md (see the module docstring)."""
     run_dir = Path(run_dir)
@@ -163,6 +176,7 @@ def render_card(run_dir: str | Path) -> str:
             out.append("This run did not score a test split (validation only: a tuning trial, or a TextClassifier fit on "
                        "texts of its own).")
         out += ["", *_metrics_table(metrics, evaluations, card_metrics(config))]
+        out += _loss_weights_lines(metrics, config)
         if not metrics.get("baselines"):
             out += ["", "No TF-IDF baseline was computed by this run (see `benchmarks/bench_accuracy.py`)."]
     calibration = (metrics or {}).get("calibration")

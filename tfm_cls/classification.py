@@ -49,7 +49,7 @@ class ClassificationTask:
         self.cfg, self.model, self.splits, self.labels = cfg, model, splits, labels
         self.run_dir, self.env, self.amp = run_dir, env, amp
         self.best_metric = tc.best_metric
-        self.task_head = head_for(cfg, splits["train"].labels)  # tfm_cls.tasks: loss, metrics, decisions
+        self.task_head = head_for(cfg, splits["train"].labels, labels=labels)  # tfm_cls.tasks: loss, metrics, decisions
         self.pad_id = model.config.get("pad_token_id") or PAD_ID
         self.sampler = self._sampler(splits["train"].lengths) if splits["train"].windows is None else None
 

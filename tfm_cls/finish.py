@@ -92,6 +92,7 @@ def finish_run(
         "precision": task.amp.name,
         "world_size": env.world_size,
         "labels": data.labels,
+        **head.weights_record(data.labels),  # train.class_weight / multi_label.pos_weight, as trained
         "data": {
             "source": data.source,
             "carved_from_train": data.carved,

@@ -55,7 +55,8 @@ def affordable_total_steps(
 
 
 _EMBEDDING_PREFIXES = ("token_embedding", "token_type_embedding", "positional_encoding", "embedding_norm")
-_HEAD_PREFIXES = ("head", "pooler")
+_HEAD_PREFIXES = ("head", "pooler", "wide")
+"""Trained in the head-only phase, at train.head_lr (`wide`, the bag-of-tokens branch: train.wide_lr)."""
 
 
 def _is_head(name: str) -> bool:
@@ -79,7 +80,9 @@ def param_groups(model: torch.nn.Module, cfg: TrainConfig) -> list[dict[str, Any
     num_layers = len(model.encoder.layers)
     groups: dict[tuple[float, bool], dict[str, Any]] = {}
     for name, param in model.named_parameters():
-        if _is_head(name):
+        if name.split(".")[0] == "wide" and cfg.wide_lr is not None:
+            base_lr = cfg.wide_lr
+        elif _is_head(name):
             base_lr = cfg.head_lr if cfg.head_lr is not None else cfg.lr
         else:
             base_lr = cfg.lr * _lr_scale(name, num_layers, cfg.layerwise_lr_decay)

@@ -26,6 +26,7 @@ import torch.nn.functional as F
 from torch import Tensor
 
 from tfm_cls import runs as R
+from tfm_cls.errors import ConfigError
 from tfm_cls.io import write_json, write_text
 from tfm_cls.metrics import (
     classification_metrics,
@@ -101,14 +102,33 @@ class Head(SingleLabel):
     adds its loss, its metrics and their names, and its report."""
 
     label_smoothing: float = 0.0
+    class_weight: Tensor | None = None
+    """[C] weight of each class in the training cross-entropy (train.class_weight; None: 1 each)."""
     summary_keys: ClassVar[tuple[str, ...]] = ("accuracy", "macro_f1", "loss")
     """The metrics `tfm-cls train` prints and the log line shows."""
     metric_names: ClassVar[tuple[str, ...]] = ("loss", "accuracy", "macro_f1")
     """Validation metrics the engine may select on (train.best_metric)."""
 
     def loss(self, logits: Tensor, targets: Tensor) -> Tensor:
-        """logits [B, C], targets [B] -> mean loss []."""
-        return F.cross_entropy(logits, targets, label_smoothing=self.label_smoothing)
+        """logits [B, C], targets [B] -> mean loss [] (weighted: sum of w[y] * CE / sum of w[y], as torch)."""
+        return F.cross_entropy(logits, targets, weight=_on(self.class_weight, logits),
+                               label_smoothing=self.label_smoothing)
+
+    @property
+    def loss_weights(self) -> Tensor | None:
+        """The [C] loss weights this head trains with (the model card records them), or None."""
+        return self.class_weight
+
+    weights_key: ClassVar[str] = "train.class_weight"
+    """The config key of `loss_weights`."""
+
+    def weights_record(self, labels: list[str]) -> dict[str, Any]:
+        """metrics.json's `loss_weights` ({key, weights: {label: weight}}), or nothing when unweighted."""
+        weights = self.loss_weights
+        if weights is None:
+            return {}
+        return {"loss_weights": {"key": self.weights_key,
+                                 "weights": {name: float(w) for name, w in zip(labels, weights.tolist())}}}
 
     def torch_scores(self, logits: Tensor) -> Tensor:
         """`scores` in torch (the ONNX graph's second output), of logits / temperature."""
@@ -173,8 +193,10 @@ class Head(SingleLabel):
         return kl * t * t
 
     def gold_loss(self, student: Tensor, gold: Tensor) -> Tensor:
-        """Distillation: per-example loss [B] against gold class ids [B] (-1 where none)."""
-        return F.cross_entropy(student.float(), gold.clamp(min=0), reduction="none")
+        """Distillation: per-example loss [B] against gold class ids [B] (-1 where none), w[y] * CE
+        with the class weights."""
+        return F.cross_entropy(student.float(), gold.clamp(min=0), weight=_on(self.class_weight, student),
+                               reduction="none")
 
 
 @dataclasses.dataclass
@@ -188,8 +210,13 @@ class MultiLabelHead(MultiLabel, Head):
     metric_names: ClassVar[tuple[str, ...]] = ("loss", "micro_f1", "macro_f1", "subset_accuracy")
 
     def loss(self, logits: Tensor, targets: Tensor) -> Tensor:
-        weight = None if self.pos_weight is None else self.pos_weight.to(logits.device)
-        return F.binary_cross_entropy_with_logits(logits.float(), targets.float(), pos_weight=weight)
+        return F.binary_cross_entropy_with_logits(logits.float(), targets.float(), pos_weight=_on(self.pos_weight, logits))
+
+    @property
+    def loss_weights(self) -> Tensor | None:
+        return self.pos_weight
+
+    weights_key: ClassVar[str] = "multi_label.pos_weight"
 
     def torch_scores(self, logits: Tensor) -> Tensor:
         return torch.sigmoid(logits if self.temperature == 1.0 else logits / self.temperature)
@@ -255,8 +282,9 @@ class MultiLabelHead(MultiLabel, Head):
         return bce * t * t
 
     def gold_loss(self, student: Tensor, gold: Tensor) -> Tensor:
-        """BCE on 0/1 targets [B, C]."""
-        return F.binary_cross_entropy_with_logits(student.float(), gold.float(), reduction="none").mean(-1)
+        """BCE on 0/1 targets [B, C] (with the positive-class weights)."""
+        return F.binary_cross_entropy_with_logits(student.float(), gold.float(), pos_weight=_on(self.pos_weight, student),
+                                                  reduction="none").mean(-1)
 
 
 @dataclasses.dataclass
@@ -333,29 +361,81 @@ def positive_weights(targets: np.ndarray, max_weight: float = 100.0) -> Tensor:
     return torch.tensor(np.clip(weight, 1e-3, max_weight), dtype=torch.float32)
 
 
+def balanced_class_weights(targets: np.ndarray, num_classes: int) -> Tensor:
+    """`balanced` cross-entropy class weights [C] of class ids `targets` [N]: n / (C * count of
+    the class), scikit-learn's compute_class_weight('balanced'); rows without a label (< 0, a
+    distillation transfer text) are not counted; 1 for a class absent from them."""
+    ids = np.asarray(targets).ravel()
+    ids = ids[ids >= 0].astype(np.int64)
+    counts = np.bincount(ids, minlength=num_classes)[:num_classes].astype(np.float64)
+    weight = np.where(counts > 0, len(ids) / (num_classes * np.maximum(counts, 1)), 1.0)
+    return torch.tensor(weight, dtype=torch.float32)
+
+
+def _on(weight: Tensor | None, like: Tensor) -> Tensor | None:
+    return None if weight is None else weight.to(like.device)
+
+
+def check_loss_weights(cfg: Any, labels: list[str]) -> None:
+    """A ConfigError naming the key for a {label: weight} mapping (train.class_weight,
+    multi_label.pos_weight) with a name that is not one of the data's labels; called before
+    anything is written."""
+    keys = [("train.class_weight", cfg.train.class_weight)]
+    if getattr(cfg, "multi_label", None) is not None:
+        keys.append(("multi_label.pos_weight", cfg.multi_label.pos_weight))
+    for key, spec in keys:
+        if isinstance(spec, dict):
+            unknown = sorted(set(spec) - set(labels))
+            if unknown:
+                shown = labels if len(labels) <= 30 else [*labels[:30], f"... ({len(labels)} in all)"]
+                raise ConfigError(f"{key}: unknown label(s) {unknown}; the data's labels are {shown}")
+
+
+def mapped_weights(spec: dict[str, float], labels: list[str]) -> Tensor:
+    """[C] weights of a {label: weight} mapping over `labels`, 1 for a label it does not name."""
+    return torch.tensor([float(spec.get(name, 1.0)) for name in labels], dtype=torch.float32)
+
+
+def _weights(spec: Any, labels: list[str] | None, train_targets: Any, balanced: Any) -> Tensor | None:
+    """The [C] weights of a LabelWeights value: None for `none`, for `balanced` without training
+    targets, or for a mapping without label names (evaluation and prediction need none)."""
+    if isinstance(spec, dict):
+        return None if labels is None else mapped_weights(spec, labels)
+    if spec == "balanced" and train_targets is not None:
+        return balanced(train_targets)
+    return None
+
+
 DISTILLABLE = tuple(task for task, head in HEAD_TYPES.items() if head.distillable)
 
 
-def head_for(cfg: Any, train_targets: np.ndarray | None = None, thresholds: np.ndarray | None = None,
-             temperature: float = 1.0) -> Head:
+def head_for(
+    cfg: Any, train_targets: Any = None, thresholds: np.ndarray | None = None, labels: list[str] | None = None,
+    temperature: float = 1.0,
+) -> Head:
     """The head of a ClassifierConfig (`data.task` and its `multi_label` / `regression` sections).
-    `train_targets` give the `balanced` positive weights; `thresholds` restore a run's tuned ones,
-    `temperature` its calibration (tfm_cls.calibration; a fresh head starts at 1.0)."""
-    head = _head_of(cfg, train_targets, thresholds)
+    `train_targets` give the `balanced` weights, `labels` the order of a {label: weight} mapping
+    (train.class_weight, multi_label.pos_weight; unknown names: `check_loss_weights`);
+    `thresholds` restore a run's tuned ones, `temperature` its calibration (tfm_cls.calibration;
+    a fresh head starts at 1.0)."""
+    head = _head_of(cfg, train_targets, thresholds, labels)
     head.temperature = float(temperature)
     return head
 
 
-def _head_of(cfg: Any, train_targets: np.ndarray | None, thresholds: np.ndarray | None) -> Head:
+def _head_of(cfg: Any, train_targets: Any, thresholds: np.ndarray | None, labels: list[str] | None) -> Head:
     task = cfg.data.task
     if task == MULTI_LABEL:
         ml = cfg.multi_label
-        pos_weight = None
-        if ml.pos_weight == "balanced" and train_targets is not None:
-            pos_weight = positive_weights(train_targets)
+        pos_weight = _weights(ml.pos_weight, labels, train_targets,
+                              lambda t: positive_weights(np.asarray(t, dtype=np.float64)))
         return MultiLabelHead(thresholds_mode=ml.thresholds, fixed_threshold=ml.threshold,
                               ensure_label=ml.ensure_label, pos_weight=pos_weight, prior_init=ml.prior_init,
                               thresholds=None if thresholds is None else np.asarray(thresholds, dtype=np.float64))
     if task == REGRESSION:
         return RegressionHead(loss_name=cfg.regression.loss, huber_delta=cfg.regression.huber_delta)
-    return Head(label_smoothing=cfg.train.label_smoothing)
+    class_weight = None
+    if labels is not None:
+        class_weight = _weights(cfg.train.class_weight, labels, train_targets,
+                                lambda t: balanced_class_weights(np.asarray(t), len(labels)))
+    return Head(label_smoothing=cfg.train.label_smoothing, class_weight=class_weight)

@@ -35,7 +35,7 @@ from tfm_cls.engine import Engine, ScalarSink, job, start_process
 from tfm_cls.errors import ConfigError
 from tfm_cls.finish import finish_run
 from tfm_cls.io import read_json, write_json
-from tfm_cls.tasks import head_for
+from tfm_cls.tasks import check_loss_weights, head_for
 from tfm_cls.tensorboard import TensorBoardSink
 from tfm_cls.tokenizer import (
     PAD_ID,
@@ -71,6 +71,11 @@ def _as_saved(cfg: ClassifierConfig) -> ClassifierConfig:
     if not isinstance(length, int) or not isinstance(limit, int):
         return cfg
     return resolved_lengths(cfg, length, limit if cfg.model.max_len == "auto" else cfg.model.max_len)
+
+
+def _names_labels(cfg: ClassifierConfig) -> bool:
+    """Whether a loss weighting names labels (train.class_weight / multi_label.pos_weight mapping)."""
+    return isinstance(cfg.train.class_weight, dict) or isinstance(cfg.multi_label.pos_weight, dict)
 
 
 def build_model_and_tokenizer(
@@ -136,6 +141,10 @@ def train(
     `sinks` receive the engine's scalars besides TensorBoard (e.g. a tuning trial's pruner);
     `score_test=False` drops the test split right after loading, before anything is tokenized or
     scored: metrics.json then holds validation only (hyperparameter search, tfm_cls.tune)."""
+    if data is None and _names_labels(cfg):  # a {label: weight} mapping is checked before anything is written
+        data = load_data(cfg.data)
+    if data is not None:
+        check_loss_weights(cfg, data.labels)
     with job(cfg.train.device, lambda: prepare_run_dir(cfg, resume=resume, overwrite=overwrite)) as (env, run_dir):
         amp = start_process(cfg.train, cfg.seed, env)
         if data is None:

