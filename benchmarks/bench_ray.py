@@ -139,10 +139,13 @@ def run_measured(cmd: list[str], env: dict) -> dict:
     if proc.returncode != 0:
         raise SystemExit(f"{' '.join(cmd)} failed ({proc.returncode}):\n{err[-3000:]}")
     roles: dict[str, list[int]] = {}
+    role_cpu: dict[str, float] = {}
     for pid, (hwm, title) in peaks.items():
-        roles.setdefault(role(pid, proc.pid, title), []).append(hwm)
-    memory = {name: {"processes": len(v), "max_mib": round(max(v) / 1024, 1), "sum_mib": round(sum(v) / 1024, 1)}
-              for name, v in sorted(roles.items())}
+        name = role(pid, proc.pid, title)
+        roles.setdefault(name, []).append(hwm)
+        role_cpu[name] = role_cpu.get(name, 0.0) + cpu.get(pid, 0.0)
+    memory = {name: {"processes": len(v), "max_mib": round(max(v) / 1024, 1), "sum_mib": round(sum(v) / 1024, 1),
+                     "cpu_seconds": round(role_cpu[name], 2)} for name, v in sorted(roles.items())}
     return {"seconds": seconds, "cpu_seconds": round(sum(cpu.values()), 2), "memory": memory}
 
 
@@ -179,7 +182,8 @@ def main(argv: list[str] | None = None) -> int:
 
             args.model = make_model(texts[:20000], work / "student_d128_l2.onnx", 128, 2)
         inputs = {"big": write_inputs(texts, work / "big", args.files),
-                  "small": write_inputs(texts[:args.small], work / "small", min(args.files, 2))}
+                  # as many files as the big run: a Ray task (a worker process) per file is start-up
+                  "small": write_inputs(texts[:args.small], work / "small", args.files)}
         env = {**os.environ, "RAY_DEDUP_LOGS": "0", "PYTHONPATH": str(ROOT)}
         names = list(commands(args.model, *inputs["big"], work))
         runs: dict[str, dict[str, list]] = {n: {"big": [], "small": []} for n in names}
@@ -201,11 +205,17 @@ def main(argv: list[str] | None = None) -> int:
             cpu_small = statistics.median(x["cpu_seconds"] for x in runs[name]["small"])
             cpu_per_text = (cpu_big - cpu_small) / max(n_big - n_small, 1)
             memory = runs[name]["big"][-1]["memory"]
+            # the inference process(es) alone: infer's driver, or the actors
+            part = "driver" if name.startswith("infer") else "actor"
+            model_big = statistics.median(x["memory"].get(part, {}).get("cpu_seconds", 0.0) for x in runs[name]["big"])
+            model_small = statistics.median(x["memory"].get(part, {}).get("cpu_seconds", 0.0)
+                                            for x in runs[name]["small"])
+            model_per_text = (model_big - model_small) / max(n_big - n_small, 1)
             rows[name] = {"seconds": round(big, 2), "startup_seconds": round(small, 2),
                           "texts_per_s": round(n_big / big, 1), "marginal_texts_per_s": round(1 / per_text, 1),
                           "per_text_us": round(per_text * 1e6, 1), "cpu_seconds": round(cpu_big, 2),
                           "startup_cpu_seconds": round(cpu_small, 2), "cpu_per_text_us": round(cpu_per_text * 1e6, 1),
-                          "memory": memory,
+                          "inference_process_cpu_per_text_us": round(model_per_text * 1e6, 1), "memory": memory,
                           "all_seconds": [round(x["seconds"], 2) for x in runs[name]["big"]],
                           "all_startup_seconds": [round(x["seconds"], 2) for x in runs[name]["small"]]}
         one, two, base = rows["ray, 1 actor"], rows["ray, 2 actors"], rows["infer, 1 thread"]
@@ -215,20 +225,24 @@ def main(argv: list[str] | None = None) -> int:
             "ray_overhead_per_text_vs_model": round(one["per_text_us"] / base["per_text_us"] - 1, 3),
             "ray_cpu_overhead_per_text_vs_model": round(one["cpu_per_text_us"] / base["cpu_per_text_us"] - 1, 3),
             "ray_2_vs_1_actor_cpu_per_text": round(two["cpu_per_text_us"] / one["cpu_per_text_us"], 3),
+            "actor_vs_infer_process_cpu_per_text": round(one["inference_process_cpu_per_text_us"]
+                                                         / base["inference_process_cpu_per_text_us"] - 1, 3),
+            "actor_cpu_per_text_2_vs_1_actors": round(two["inference_process_cpu_per_text_us"]
+                                                      / one["inference_process_cpu_per_text_us"], 3),
             "infer_2_vs_1_thread_marginal": round(rows["infer, 2 threads"]["marginal_texts_per_s"]
                                                   / base["marginal_texts_per_s"], 3),
         }
         print(f"\n{n_big:,} short texts ({args.data.parent.name}), {args.rounds} rounds, medians; "
               f"start-up run: {n_small:,} texts; {os.cpu_count()} CPUs, load {load_before[0]:.1f}\n")
         print("| command | wall s | texts/s | start-up s | per text us | marginal texts/s | CPU us per text | "
-              "start-up CPU s | peak MiB (role: max) |")
-        print("|---|---|---|---|---|---|---|---|---|")
+              "of which infer / actors | start-up CPU s | peak MiB (role: max) |")
+        print("|---|---|---|---|---|---|---|---|---|---|")
         for name, row in rows.items():
             mem = ", ".join(f"{k} {v['max_mib']:.0f}" + (f" x{v['processes']}" if v["processes"] > 1 else "")
                             for k, v in row["memory"].items())
             table.append(f"| {name} | {row['seconds']} | {row['texts_per_s']:,.0f} | {row['startup_seconds']} | "
                          f"{row['per_text_us']} | {row['marginal_texts_per_s']:,.0f} | {row['cpu_per_text_us']} | "
-                         f"{row['startup_cpu_seconds']} | {mem} |")
+                         f"{row['inference_process_cpu_per_text_us']} | {row['startup_cpu_seconds']} | {mem} |")
         print("\n".join(table))
         print("\n" + "; ".join(f"{k}: {v}" for k, v in summary.items()))
         result = {"texts": n_big, "small": n_small, "data": str(args.data), "files": args.files,

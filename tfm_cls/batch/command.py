@@ -8,8 +8,8 @@ Before the cluster classifies anything, the model is opened here (a file that is
 export fails now) and every input file is read once by a Ray task (a missing column, a text that
 is not a string, a pair without its second text fail now, naming the file and line); that pass
 also counts the rows. Then: read -> OnnxClassifier actors (`--concurrency` of them, `--threads`
-intra-op threads each, `--buffer-texts` texts a call) -> one part per block, written under a
-temporary name and renamed. The run ends by checking that every input row is in the parts exactly
+intra-op threads each, `--buffer-texts` texts a call), each call's rows written by the actor as
+one part, under a temporary name and renamed. The run ends by checking that every input row is in the parts exactly
 once and writing `_manifest.json`; on any failure the parts go and no manifest is written.
 
 A row holds what `tfm-cls infer` writes for it (id, line, the prediction fields, truncated,
@@ -190,21 +190,33 @@ def retries(times: int) -> dict[str, int]:
     return {"max_restarts": times, "max_task_retries": times}
 
 
+class PredictAndWrite:
+    """The actor of the pipeline: the predictor, and the part each of its batches becomes, in one
+    process (a separate writing step would move every prediction through the object store, and
+    start a short-lived worker process per block on a full machine). Returns the part's report."""
+
+    def __init__(self, predictor: type, predictor_kwargs: dict[str, Any], uri: str, fmt: str, drop: tuple[str, ...]):
+        self.predictor = predictor(**predictor_kwargs)
+        self.uri, self.fmt, self.drop = uri, fmt, drop
+
+    def __call__(self, batch):
+        return outputs.write_block(self.predictor(batch), self.uri, self.fmt, self.drop)
+
+
 def _pipeline(ray, files, args, pair_field, predictor, kwargs, concurrency) -> list[dict]:
-    """read -> predict -> write parts; the reports of the parts written."""
+    """read -> predict and write parts; the reports of the parts written."""
     import ray.data
 
     items = [{"uri": f.uri, "name": f.name, "fmt": f.fmt} for f in files]
     drop = () if args.keep_text else ("text", "pair")
     ds = ray.data.from_items(items, override_num_blocks=len(items))
-    # Reading and writing take no CPU of their own: the actors hold the CPUs, and a step that
-    # waited for one would wait for ever. A few tasks at a time: each is a worker process.
-    io_tasks = ray.data.TaskPoolStrategy(size=max(1, min(len(items), concurrency)))
+    # Reading takes no CPU of its own: the actors hold the CPUs, and a step that waited for one
+    # would wait for ever. A few tasks at a time: each is a worker process.
+    readers = ray.data.TaskPoolStrategy(size=max(1, min(len(items), concurrency)))
     ds = ds.map_batches(_read_files, fn_kwargs={"text_field": args.text_field, "pair_field": pair_field},
-                        batch_size=1, num_cpus=0, batch_format="numpy", compute=io_tasks)
-    ds = ds.map_batches(predictor, fn_constructor_kwargs=kwargs, batch_size=args.buffer_texts, batch_format="pyarrow",
+                        batch_size=1, num_cpus=0, batch_format="numpy", compute=readers)
+    ds = ds.map_batches(PredictAndWrite, fn_constructor_args=(predictor, kwargs, args.output, args.output_format, drop),
+                        batch_size=args.buffer_texts, batch_format="pyarrow",
                         compute=ray.data.ActorPoolStrategy(size=concurrency), num_cpus=args.threads,
                         ray_remote_args_fn=functools.partial(retries, args.max_restarts))
-    ds = ds.map_batches(outputs.write_block, fn_kwargs={"uri": args.output, "fmt": args.output_format, "drop": drop},
-                        batch_size=None, batch_format="pyarrow", num_cpus=0, compute=io_tasks)
     return ds.take_all()

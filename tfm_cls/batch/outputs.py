@@ -1,5 +1,5 @@
-"""The output folder of `tfm-cls batch`: one Parquet or JSONL part per block, each written under a
-temporary name and renamed into place, then `_manifest.json`, written last, which marks the
+"""The output folder of `tfm-cls batch`: one Parquet or JSONL part per Ray batch (written by the
+actor that classified it), each under a temporary name and renamed into place, then `_manifest.json`, written last, which marks the
 folder complete. A folder without the manifest is not an output (a failed run removes its parts).
 
 Exactly once: every part reports, per input file, how many rows it holds and the sum of their
@@ -58,7 +58,7 @@ def remove_if_empty(uri: str) -> None:
 
 
 def write_block(table, uri: str, fmt: str, drop: tuple[str, ...] = ()):
-    """A Ray Data map step: writes one block of predictions as one part file (its columns less
+    """One batch of predictions written as one part file (its columns less
     `drop`) and returns one row describing it: file, rows, and per input file its rows and the sum
     of their line numbers (JSON), which `check_complete` adds up."""
     import pyarrow as pa

@@ -39,8 +39,8 @@ def dying_classifier(calls_dir: str, die_on: set[int]):
 
 
 def test_a_killed_actor_is_restarted_and_every_row_is_written_once(ray_cluster, models, cwd_tmp):
-    # Six files: six blocks, one actor task each (of two calls: --buffer-texts 10); the fifth
-    # call dies, once two parts are written.
+    # Six files of 20 rows, batches of 10: twelve calls, each writing its part; the fifth call
+    # dies, after four parts are written.
     for k in range(6):
         R.write_jsonl(cwd_tmp / f"in-{k}.jsonl", R.text_rows([f"{t} {k}" for t in K.TEXTS[:20]]))
     calls = cwd_tmp / "calls"
@@ -49,7 +49,7 @@ def test_a_killed_actor_is_restarted_and_every_row_is_written_once(ray_cluster, 
                       predictor=dying_classifier(str(calls), {4}))
     assert len(list(calls.iterdir())) > 12  # the killed task ran again
     got = R.read_output(cwd_tmp / "out")
-    assert summary["rows"] == len(got) == 120 and summary["parts"] == 6
+    assert summary["rows"] == len(got) == 120 and summary["parts"] == 12
     keys = sorted((r["path"], r["line"]) for r in got)
     assert keys == sorted((f"in-{k}.jsonl", line) for k in range(6) for line in range(1, 21))  # each row once
     expected = K.infer_rows(models["single_label"], [f"{t} 3" for t in K.TEXTS[:20]], None, cwd_tmp)

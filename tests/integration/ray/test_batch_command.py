@@ -23,11 +23,11 @@ def test_batch_rows_equal_infer_rows(ray_cluster, models, kind, cwd_tmp):
     rows[3]["text"] = "   "  # a blank text: an empty row in both
     src = R.write_jsonl(cwd_tmp / "in.jsonl", rows)
     expected = K.infer_rows(models[kind], [r["text"] for r in rows], pairs, cwd_tmp)
-    # Small Ray batches: three calls of the actor, each batched inside as infer batches its buffer
-    # (one input file is one block, one part).
+    # Small Ray batches: three calls of the actor, three parts, each call batched inside as infer
+    # batches its buffer.
     summary = R.batch(models[kind], src, cwd_tmp / "out", "--buffer-texts", "16")
     got = R.read_output(cwd_tmp / "out")
-    assert summary["rows"] == len(rows) == len(got) and summary["parts"] == 1
+    assert summary["rows"] == len(rows) == len(got) and summary["parts"] == 3
     assert R.mismatches(expected, got) == []
     assert {r["path"] for r in got} == {"in.jsonl"}
     assert got[0].keys() >= expected[0].keys()
@@ -71,13 +71,13 @@ def test_empty_input_gives_an_empty_complete_output(ray_cluster, models, cwd_tmp
 
 
 def test_the_manifest_lists_every_part_and_its_rows(ray_cluster, models, cwd_tmp):
-    for k in range(4):  # four files: four blocks, four parts
+    for k in range(4):  # four files of 10 rows, batches of 5: eight parts
         R.write_jsonl(cwd_tmp / f"in-{k}.jsonl", R.text_rows(K.TEXTS[k * 10:(k + 1) * 10]))
     src = cwd_tmp / "in-*.jsonl"
-    R.batch(models["single_label"], src, cwd_tmp / "out", "--buffer-texts", "4", "--keep-text")
+    R.batch(models["single_label"], src, cwd_tmp / "out", "--buffer-texts", "5", "--keep-text")
     manifest = json.loads((cwd_tmp / "out" / "_manifest.json").read_text())
     parts = sorted(p.name for p in (cwd_tmp / "out").glob("part-*"))
-    assert [p["file"] for p in manifest["parts"]] == parts and len(parts) == 4
+    assert [p["file"] for p in manifest["parts"]] == parts and len(parts) == 8
     assert [i["path"] for i in manifest["inputs"]] == [f"in-{k}.jsonl" for k in range(4)]
     assert sum(p["rows"] for p in manifest["parts"]) == manifest["rows"] == len(K.TEXTS)
     got = R.read_output(cwd_tmp / "out")
