@@ -6,6 +6,8 @@ set, and a small from-scratch TransformerClassifier learns from its soft targets
     teacher.py     a teacher: a classification run directory or one of our ONNX files
     labelling.py   the teacher's outputs, computed once and cached in the run directory
     loss.py        soft-target loss (KL at temperature T, or MSE) mixed with gold cross-entropy
+    cut.py         students cut from the teacher (a subset of its layers, its embeddings and head)
+    compress.py    `tfm-cls compress`: a cut student's config from a finished teacher run
     task.py        DistillTask (a ClassificationTask on the one engine) and distill(cfg)
 """
 
