@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import csv
 import json
-import os
 import subprocess
 import sys
 from pathlib import Path
@@ -14,6 +13,7 @@ import onnx
 import pytest
 import torch
 from kits.export_testkit import LABELS, MAX_LENGTH, TEXTS
+from kits.import_guard import guarded_env
 from onnx import TensorProto, helper
 from tfm_cls.export import infer
 
@@ -158,38 +158,8 @@ def test_bad_jsonl_line_is_named(classifier_onnx, tmp_path, capsys):
     assert f"{src}, line 2: expected an object with key 'text', got ['txt']; pass --text-field" in error_line(capsys)
 
 
-# A sitecustomize that makes every import of the packages named in GUARD_BLOCK fail, and records
-# each attempt.
-_GUARD = '''
-import importlib.abc, os, sys
-
-BLOCKED = os.environ["GUARD_BLOCK"].split(",")
-
-class _Blocked(importlib.abc.MetaPathFinder):
-    def find_spec(self, name, path=None, target=None):
-        if name.split(".")[0] in BLOCKED:
-            with open(os.environ["GUARD_LOG"], "a") as f:
-                f.write(name + "\\n")
-            raise ImportError(name + " is blocked in this test")
-        return None
-
-sys.meta_path.insert(0, _Blocked())
-'''
-
-
-def _guarded_env(tmp_path: Path, blocked: str = "torch") -> dict[str, str]:
-    guard = tmp_path / "guard"
-    guard.mkdir()
-    (guard / "sitecustomize.py").write_text(_GUARD)
-    env = dict(os.environ)
-    env["PYTHONPATH"] = str(guard)
-    env["GUARD_BLOCK"] = blocked
-    env["GUARD_LOG"] = str(tmp_path / "blocked_imports.log")
-    return env
-
-
 def test_guard_really_blocks(tmp_path):
-    env = _guarded_env(tmp_path, "torch,tfm_cls")
+    env = guarded_env(tmp_path, "torch,tfm_cls")
     for module in ("torch", "tfm_cls.export.infer"):
         proc = subprocess.run([sys.executable, "-c", f"import {module}"], env=env, capture_output=True, text=True)
         assert proc.returncode != 0 and "is blocked in this test" in proc.stderr
@@ -199,7 +169,7 @@ def test_guard_really_blocks(tmp_path):
 def test_infer_runs_where_torch_cannot_be_imported(classifier_onnx, tmp_path):
     """export/infer.py over the runtime package (tfm_cls.runtime), in a process where importing
     torch fails: it needs only onnxruntime, tokenizers and numpy."""
-    env = _guarded_env(tmp_path, "torch")
+    env = guarded_env(tmp_path, "torch")
     proc = subprocess.run(
         [sys.executable, str(INFER), "--model", str(classifier_onnx), "--no-progress"],
         input="\n".join(TEXTS[:5]) + "\n",
@@ -216,7 +186,7 @@ def test_infer_runs_where_torch_cannot_be_imported(classifier_onnx, tmp_path):
 
 
 def test_quantize_code_path_is_torch_free_too(tmp_path):
-    env = _guarded_env(tmp_path)
+    env = guarded_env(tmp_path, "torch")
     code = ("import tfm_cls.export, tfm_cls.export.quantize, tfm_cls.export.infer, tfm_cls.export.seq2seq, "
             "tfm_cls.export.spec, tfm_cls.runtime.classifier, tfm_cls.runtime.heads, tfm_cls.runtime.metadata, "
             "tfm_cls.runtime.readers, tfm_cls.runtime.writers, tfm_cls.runtime.text, tfm_cls.runtime.batching")

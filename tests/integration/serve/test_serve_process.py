@@ -15,29 +15,11 @@ import time
 from pathlib import Path
 
 import httpx
-
-# Every import of these fails in the subprocess, and is recorded (the torch-free claim).
-_GUARD = '''
-import importlib.abc, os, sys
-BLOCKED = os.environ["GUARD_BLOCK"].split(",")
-class _Blocked(importlib.abc.MetaPathFinder):
-    def find_spec(self, name, path=None, target=None):
-        if name.split(".")[0] in BLOCKED:
-            with open(os.environ["GUARD_LOG"], "a") as f:
-                f.write(name + "\\n")
-            raise ModuleNotFoundError(f"No module named {name!r} (blocked in this test)", name=name)
-        return None
-sys.meta_path.insert(0, _Blocked())
-'''
-TRAINING = "torch,datasets,sklearn,scipy,safetensors,matplotlib,onnx,onnxscript,onnx_ir,yaml"
+from kits.import_guard import TRAINING, blocked_log, guarded_env
 
 
 def _env(tmp_path: Path, blocked: str = TRAINING) -> dict[str, str]:
-    guard = tmp_path / "guard"
-    guard.mkdir(exist_ok=True)
-    (guard / "sitecustomize.py").write_text(_GUARD)
-    return {**os.environ, "PYTHONPATH": str(guard), "GUARD_BLOCK": blocked,
-            "GUARD_LOG": str(tmp_path / "blocked.log")}
+    return guarded_env(tmp_path, blocked)
 
 
 def _cli(*args, env=None, timeout=60) -> subprocess.CompletedProcess:
@@ -60,7 +42,7 @@ def test_serve_help_and_infer_import_no_training_library(models, tmp_path):
     assert proc.returncode == 0 and '"label"' in proc.stdout, proc.stderr
     code = "import tfm_cls.serve.app, tfm_cls.serve.cli, tfm_cls.serve.service"
     assert subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, timeout=60).returncode == 0
-    assert not (tmp_path / "blocked.log").exists(), (tmp_path / "blocked.log").read_text()
+    assert not blocked_log(tmp_path).exists(), blocked_log(tmp_path).read_text()
 
 
 def test_training_without_the_training_install_is_one_line(tmp_path):
