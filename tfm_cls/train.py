@@ -48,6 +48,7 @@ from tfm_cls.tokenizer import (
     save_tokenizer,
     train_tokenizer,
 )
+from tfm_cls.wide import start_wide
 
 logger = logging.getLogger(__name__)
 
@@ -167,6 +168,9 @@ def train(
             splits = tokenize_splits(data.splits, tokenizer, long_text_of(cfg.tokenizer, cfg.inference),
                                      train_windows=cfg.train.window == "random")
         task = ClassificationTask(cfg, model, splits, data.labels, run_dir, env, amp)
+        if not resume:  # the checkpoint of a resumed run holds the branch as it was
+            start_wide(model, task.task_head, splits, warm=cfg.train.wide_warm_start, best_metric=cfg.train.best_metric,
+                       labels=data.labels)
         logger.info(
             "model: %.2fM parameters, %d layers, d_model %d, device %s, %s",
             sum(p.numel() for p in model.parameters()) / 1e6, len(model.encoder.layers), model.config["d_model"],

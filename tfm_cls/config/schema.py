@@ -218,6 +218,10 @@ class ModelConfig:
     branch all `tokenizer.max_length` of them: long documents get their words counted at the cost
     of a shorter encoder pass (attention grows with the square of the length). null: the encoder
     reads every token."""
+    wide_weighting: typing.Literal["count", "tfidf"] = "count"
+    """With `wide`: what a token adds to the bag. `count`: 1 / sqrt(the text's tokens), an
+    L2-normalised bag of one-hot tokens. `tfidf`: scikit-learn's sublinear TF-IDF over the tokens
+    ((1 + log tf) * idf, L2-normalised), the idf from the training texts, stored with the model."""
 
     def __post_init__(self) -> None:
         require(self.d_model % self.nhead == 0, f"model: d_model={self.d_model} is not divisible by nhead={self.nhead}")
@@ -226,6 +230,8 @@ class ModelConfig:
                 f"model.encoder_length={self.encoder_length}: needs model.wide: true (the tokens past it are read by the "
                 "wide branch only) and a length >= 2")
         require(0.0 <= self.dropout < 1.0, f"model.dropout: expected a value in [0, 1), got {self.dropout}")
+        require(self.wide or self.wide_weighting == "count",
+                f"model.wide_weighting={self.wide_weighting}: needs model.wide: true")
 
     def model_kwargs(self) -> dict[str, typing.Any]:
         """Constructor arguments of `TransformerClassifier` (everything but `init_from` and
@@ -239,6 +245,8 @@ class ModelConfig:
             kwargs.pop("wide")  # the model's config holds `wide` only when on
         if kwargs["encoder_length"] is None:
             kwargs.pop("encoder_length")
+        if kwargs["wide_weighting"] == "count":
+            kwargs.pop("wide_weighting")
         return kwargs
 
 
@@ -258,6 +266,10 @@ class TrainConfig:
     """Learning rate of the classification head (None: `lr`)."""
     wide_lr: float | None = None
     """Learning rate of the bag-of-tokens branch (model.wide; None: `head_lr`, else `lr`)."""
+    wide_warm_start: bool = False
+    """With model.wide: before the first step, fit the branch (and the head's bias) as a linear
+    model of the training texts' bags of tokens, full-batch L-BFGS with an L2 strength picked on
+    validation loss (tfm_cls.wide): training starts where TF-IDF + logistic regression ends."""
     layerwise_lr_decay: float = 1.0
     """lr of encoder layer i (1..L) = lr * decay^(L - i); embeddings get lr * decay^L. 1.0 = off."""
     head_only_steps: int = 0
@@ -454,6 +466,8 @@ class ClassifierConfig(RunConfig):
             f"train.class_weight applies to single_label only (data.task={self.data.task})"
             + ("; multi-label data take multi_label.pos_weight" if self.data.task == "multi_label" else ""),
         )
+        require(self.model.wide or not self.train.wide_warm_start,
+                "train.wide_warm_start fits the bag-of-tokens branch: it needs model.wide: true")
         tok, chunk, window = self.tokenizer, self.inference.chunk, self.train.window
         if self.data.text_pair_column is not None:
             # A pair is truncated by the tokenizer, its longer text first (longest_first); the

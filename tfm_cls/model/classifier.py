@@ -16,6 +16,7 @@ from tfm_cls.model.embeddings import LearnedPositionalEncoding, PositionalEncodi
 from tfm_cls.model.encoder import ACTIVATIONS, TransformerEncoder, TransformerEncoderLayer
 
 POOLINGS = ("mean", "cls", "max")
+WIDE_WEIGHTINGS = ("count", "tfidf")
 POSITION_EMBEDDINGS = ("sinusoidal", "learned")
 
 
@@ -83,6 +84,7 @@ class TransformerClassifier(nn.Module):
         pooler: bool = False,
         wide: bool = False,
         encoder_length: int | None = None,
+        wide_weighting: str = "count",
     ) -> None:
         super().__init__()
         self.config: dict[str, Any] = dict(
@@ -107,6 +109,8 @@ class TransformerClassifier(nn.Module):
         )
         if wide:  # recorded only when on: the configs of every earlier model stay as they were
             self.config["wide"] = True
+        if wide_weighting != "count":
+            self.config["wide_weighting"] = wide_weighting
         if encoder_length is not None:
             self.config["encoder_length"] = int(encoder_length)
         self.encoder_length = self.config.get("encoder_length")
@@ -150,6 +154,12 @@ class TransformerClassifier(nn.Module):
         self.wide = nn.Embedding(vocab_size, num_classes, padding_idx=pad_token_id) if wide else None
         if self.wide is not None:
             nn.init.zeros_(self.wide.weight)
+        # `tfidf` weighting: each token's inverse document frequency in the training texts, set
+        # before training (tfm_cls.wide.set_idf); 0 for a token never seen there, which then adds
+        # nothing to a text's bag, as a word outside a TF-IDF vocabulary.
+        self.wide_weighting = self.config.get("wide_weighting", "count")
+        if self.wide_weighting == "tfidf":
+            self.register_buffer("wide_idf", torch.ones(vocab_size))
 
     def encode(
         self, input_ids: Tensor, attention_mask: Tensor | None = None, token_type_ids: Tensor | None = None
@@ -195,14 +205,29 @@ class TransformerClassifier(nn.Module):
         return logits, pooled
 
     def wide_logits(self, input_ids: Tensor, attention_mask: Tensor | None = None) -> Tensor:
-        """The bag-of-tokens branch: the sum of each token's class weights over the text's tokens,
-        divided by the square root of their count (an L2-normalised bag of one-hot tokens):
-        input_ids [B, T] -> [B, num_classes]."""
-        keep = torch.ones_like(input_ids, dtype=torch.bool) if attention_mask is None else attention_mask != 0
+        """The bag-of-tokens branch: input_ids [B, T] -> [B, num_classes], the sum over the text's
+        tokens of each token's class weights times its share of the bag (`wide_token_weights`)."""
         weights = self.wide(input_ids)  # [B, T, C]
-        summed = torch.where(keep.unsqueeze(-1), weights, 0.0).sum(dim=1)  # [B, C]
-        count = keep.sum(dim=1, keepdim=True).clamp_min(1).to(weights.dtype)  # [B, 1]
-        return summed / count.sqrt()
+        share = self.wide_token_weights(input_ids, attention_mask)  # [B, T]
+        return (weights * share.unsqueeze(-1)).sum(dim=1)  # [B, C]
+
+    def wide_token_weights(self, input_ids: Tensor, attention_mask: Tensor | None = None) -> Tensor:
+        """What each position adds to the text's bag of tokens, input_ids [B, T] -> [B, T] (0 at
+        padding); the weights of a token's positions sum to its value in the bag.
+        `count`: 1 / sqrt(the number of tokens), an L2-normalised bag of one-hot tokens.
+        `tfidf`: scikit-learn's TfidfVectorizer(sublinear_tf=True) over the tokens, the value of a
+        token (1 + log tf) * idf, the bag L2-normalised; a position holds 1 / tf of its token's
+        value. The term frequencies come from comparing every position with every other
+        ([B, T, T]), which exports to ONNX as plain tensor ops."""
+        keep = torch.ones_like(input_ids, dtype=torch.bool) if attention_mask is None else attention_mask != 0
+        keep_f = keep.to(self.wide.weight.dtype)  # [B, T]
+        if self.wide_weighting == "count":
+            return keep_f / keep_f.sum(dim=1, keepdim=True).clamp_min(1.0).sqrt()
+        same = (input_ids.unsqueeze(2) == input_ids.unsqueeze(1)).to(keep_f.dtype)  # [B, T, T]
+        tf = (same * keep_f.unsqueeze(1)).sum(dim=2).clamp_min(1.0)  # [B, T] count of this position's token
+        value = (1.0 + torch.log(tf)) * self.wide_idf[input_ids] * keep_f  # [B, T] the token's value
+        norm = (value * value / tf).sum(dim=1, keepdim=True).sqrt().clamp_min(1e-12)  # [B, 1] the bag's L2 norm
+        return value / tf / norm  # [B, T]
 
     def forward(
         self, input_ids: Tensor, attention_mask: Tensor | None = None, token_type_ids: Tensor | None = None
@@ -240,6 +265,10 @@ def _validate(config: dict[str, Any]) -> None:
         raise ValueError(f"TransformerClassifier: dropout must be in [0, 1), got {config['dropout']!r}")
     if not isinstance(config.get("wide", False), bool):
         raise ValueError(f"TransformerClassifier: wide must be true or false, got {config['wide']!r}")
+    weighting = config.get("wide_weighting", "count")
+    if weighting not in WIDE_WEIGHTINGS or (weighting != "count" and not config.get("wide")):
+        raise ValueError(f"TransformerClassifier: wide_weighting must be one of {list(WIDE_WEIGHTINGS)} (and needs "
+                         f"wide=True), got {weighting!r}")
     length = config.get("encoder_length")
     if length is not None and not (config.get("wide") and 2 <= int(length) <= int(config["max_len"])):
         raise ValueError(

@@ -282,9 +282,10 @@ def classifier_from_hf(source: str, model_cfg: Any, num_classes: int) -> tuple[t
         pooler=pooler,
         wide=bool(getattr(model_cfg, "wide", False)),  # the bag-of-tokens branch is new, as the head
         encoder_length=getattr(model_cfg, "encoder_length", None),
+        wide_weighting=getattr(model_cfg, "wide_weighting", "count"),
     )
     result = model.load_state_dict(encoder_state, strict=False)
-    new = sorted(k for k in result.missing_keys if not k.startswith(("head.", "wide.")))
+    new = sorted(k for k in result.missing_keys if not k.startswith(("head.", "wide.", "wide_idf")))
     if new or result.unexpected_keys:  # a converter bug, not a user error: say exactly what
         raise HFImportError(
             f"{folder}: converted weights do not fit TransformerClassifier: not loaded {new}, "

@@ -10,13 +10,16 @@ from tfm_cls.export.exporter import export_run
 from tfm_cls.export.verify import verify
 
 from tfm_cls import runs as R
+from tfm_cls.batching import TokenizedSplit
 from tfm_cls.config import ClassifierConfig, TrainConfig, load_config
 from tfm_cls.model import TransformerClassifier
 from tfm_cls.optim import param_groups
 from tfm_cls.predict import texts_logits
 from tfm_cls.runtime.classifier import Classifier
 from tfm_cls.runtime.heads import sigmoid
+from tfm_cls.tasks import Head as SingleLabelHead
 from tfm_cls.train import train
+from tfm_cls.wide import WARM_START_C, _fit, bag_matrix, set_idf, start_wide
 
 
 def _model(wide=True):
@@ -90,3 +93,112 @@ def test_a_wide_run_trains_the_branch_and_exports_it(wide_run, tmp_path):
     runtime, _, _ = Classifier(path).classify(texts)  # onnxruntime, sigmoid scores [2, 3]
     torch_logits, _, _ = texts_logits(loaded, texts)
     assert runtime == pytest.approx(sigmoid(torch_logits), abs=1e-5)
+
+
+def _tfidf_model(vocab_size=40):
+    return TransformerClassifier(vocab_size=vocab_size, num_classes=3, d_model=16, nhead=2, num_layers=1,
+                                 dim_feedforward=32, max_len=16, wide=True, wide_weighting="tfidf")
+
+
+def _split(rows, labels):
+    return TokenizedSplit(input_ids=rows, labels=np.asarray(labels), lengths=np.asarray([len(r) for r in rows]),
+                          num_truncated=0, num_empty=0)
+
+
+def test_tfidf_bags_are_scikit_learns_sublinear_tfidf_of_the_tokens():
+    from sklearn.feature_extraction.text import TfidfVectorizer
+
+    docs = [[1, 5, 5, 7, 9], [5, 3, 3, 3], [2, 7, 11, 12, 12, 12, 13], [1, 2, 3], [5, 5, 5, 5, 30]]
+    model = _tfidf_model()
+    set_idf(model, _split(docs, [0] * len(docs)))
+    vectorizer = TfidfVectorizer(sublinear_tf=True, analyzer=lambda doc: [str(t) for t in doc]).fit(docs)
+    expected = np.zeros((len(docs), 40))
+    for token, column in vectorizer.vocabulary_.items():
+        expected[:, int(token)] = vectorizer.transform(docs).toarray()[:, column]
+        assert model.wide_idf[int(token)].item() == pytest.approx(vectorizer.idf_[column], rel=1e-6)
+    unseen = [t for t in range(40) if str(t) not in vectorizer.vocabulary_]
+    assert model.wide_idf[unseen].abs().max() == 0  # outside the vocabulary: adds nothing
+    bags = bag_matrix(model, _split(docs, [0] * len(docs))).to_dense().numpy()
+    assert bags == pytest.approx(expected, abs=1e-6)
+    # a text of unseen tokens has an empty bag (no NaN from its zero norm); padding changes nothing
+    ids = torch.tensor([[20, 21, 0, 0], [5, 5, 7, 0]])
+    shares = model.wide_token_weights(ids, (ids != 0).long())
+    assert torch.isfinite(shares).all() and shares[0].abs().max() == 0
+    with pytest.raises(ValueError, match="wide_weighting must be one of"):
+        TransformerClassifier(vocab_size=40, num_classes=3, d_model=16, nhead=2, num_layers=1, dim_feedforward=32,
+                              wide_weighting="tfidf")
+
+
+def test_the_warm_start_is_scikit_learns_logistic_regression_on_the_bags():
+    from sklearn.linear_model import LogisticRegression
+
+    rng = np.random.default_rng(0)
+    labels = rng.integers(0, 3, 120)
+    # each class has its words (10-19, 20-29, 30-39) mixed with shared filler (1-9)
+    rows = [[int(t) for t in np.concatenate([rng.integers(10 + 10 * y, 20 + 10 * y, 3), rng.integers(1, 10, 4)])]
+            for y in labels]
+    split = _split(rows, labels)
+    model = _tfidf_model()
+    set_idf(model, split)
+    head = SingleLabelHead()
+    bags = bag_matrix(model, split)
+    penalty = 1e-2
+    weights, bias = _fit(bags, torch.from_numpy(labels), head, torch.zeros(3), penalty)
+    reference = LogisticRegression(C=1.0 / (penalty * len(labels)), tol=1e-8, max_iter=5000)
+    reference.fit(bags.to_dense().numpy(), labels)
+    ours = torch.softmax(bags @ weights + bias, -1).numpy()
+    assert ours == pytest.approx(reference.predict_proba(bags.to_dense().numpy()), abs=2e-3)
+
+
+def test_warm_start_fits_the_branch_and_the_bias_and_picks_the_penalty_on_validation():
+    rng = np.random.default_rng(1)
+
+    def rows_of(n):
+        labels = rng.integers(0, 3, n)
+        return [[int(t) for t in np.concatenate([rng.integers(10 + 10 * y, 20 + 10 * y, 2), rng.integers(1, 10, 5)])]
+                for y in labels], labels
+
+    train_rows, train_labels = rows_of(90)
+    val_rows, val_labels = rows_of(45)
+    model = _tfidf_model()
+    chosen = start_wide(model, SingleLabelHead(), {"train": _split(train_rows, train_labels),
+                                                   "validation": _split(val_rows, val_labels)}, warm=True)
+    assert chosen["C"] in WARM_START_C and np.isfinite(chosen["validation_score"])
+    ids = torch.tensor(val_rows)
+    with torch.no_grad():
+        wide = model.wide_logits(ids) + model.head.bias  # the branch alone, as fitted
+    assert (wide.argmax(-1).numpy() == val_labels).mean() > 0.9
+    assert model.wide.weight[0].abs().max() == 0  # padding's row stays zero
+    # no branch: nothing happens; a count branch without warm start: left at zero
+    assert start_wide(_model(wide=False), SingleLabelHead(), {"train": _split(train_rows, train_labels)}, warm=True) is None
+    counted = _model()
+    assert start_wide(counted, SingleLabelHead(), {"train": _split(train_rows, train_labels)}, warm=False) is None
+    assert counted.wide.weight.abs().max() == 0
+
+
+def test_a_tfidf_warm_started_run_exports_and_the_runtime_gives_its_scores(tmp_path, ml_data):
+    run = tmp_path / "run"
+    cfg = load_config(ClassifierConfig, None, T.overrides(ml_data, run, *T.MULTI_LABEL, "model.wide=true",
+                                                           "model.wide_weighting=tfidf", "train.wide_warm_start=true",
+                                                           "train.epochs=1"))
+    metrics = train(cfg)
+    assert metrics["test"]["micro_f1"] > 0.8  # one epoch: the warm start did the work
+    loaded = R.load_run(run)
+    assert loaded.model.config["wide_weighting"] == "tfidf" and loaded.model.wide_idf.max() > 1.0
+    path = export_run(run)
+    report = verify(loaded.model, path)
+    assert report.ok and report.worst_diff < 1e-4
+    texts = ["cat dog soup soup soup", "rice tea the of " * 3, "zzzz unknownword"]
+    runtime, _, _ = Classifier(path).classify(texts)
+    torch_logits, _, _ = texts_logits(loaded, texts)
+    assert runtime == pytest.approx(sigmoid(torch_logits), abs=1e-5)
+
+
+@pytest.mark.parametrize("override, message", [
+    ("model.wide_weighting=tfidf", "model.wide_weighting=tfidf: needs model.wide: true"),
+    ("train.wide_warm_start=true", "train.wide_warm_start fits the bag-of-tokens branch: it needs model.wide: true"),
+    ("model.wide_weighting=idf", "wide_weighting"),
+])
+def test_wide_options_without_the_branch_are_one_clear_error(override, message):
+    with pytest.raises(Exception, match=message):
+        load_config(ClassifierConfig, None, [override])
