@@ -1,7 +1,8 @@
 """The classical baseline of a report: TF-IDF features and a linear model, trained in seconds on
 the run's training split and scored on the report's split with the run's own metrics.
 
-    single_label   word 1-2-gram TF-IDF -> logistic regression (multinomial)
+    single_label   word 1-2-gram TF-IDF, each CJK character a word (tfm_cls/baseline_features.py)
+                   -> logistic regression (multinomial)
     multi_label    the same features -> one logistic regression per label (one-vs-rest), 0.5
     regression     the same features -> ridge regression
     pairs          [tfidf(a), tfidf(b), |tfidf(a) - tfidf(b)|, tfidf(a) * tfidf(b)] (the usual
@@ -33,11 +34,12 @@ def _features(vectorizer: Any, texts: list[str], pairs: list[str] | None, fit: b
 
 def fit_baseline(kind: str, texts: list[str], pairs: list[str] | None, targets: np.ndarray, seed: int = 0) -> Any:
     """A fitted (vectorizer, model) pair for `kind` (classes, label_sets, values)."""
-    from sklearn.feature_extraction.text import TfidfVectorizer
     from sklearn.linear_model import LogisticRegression, Ridge
     from sklearn.multiclass import OneVsRestClassifier
 
-    vectorizer = TfidfVectorizer(ngram_range=(1, 2), sublinear_tf=True, min_df=1, max_features=200_000)
+    from tfm_cls.baseline_features import tfidf_vectorizer
+
+    vectorizer = tfidf_vectorizer(min_df=1, max_features=200_000)
     x = _features(vectorizer, texts, pairs, fit=True)
     if kind == "values":
         model = Ridge(alpha=1.0)
@@ -69,7 +71,7 @@ def run_baseline(kind: str, train: dict[str, Any], test: dict[str, Any], num_cla
     fitted = fit_baseline(kind, train["texts"], train["pairs"], train["targets"])
     logits = baseline_logits(kind, fitted, test["texts"], test["pairs"], num_classes)
     return {"logits": logits, "seconds": time.perf_counter() - start,
-            "model": "TF-IDF (word 1-2-grams) + " + {"values": "ridge", "label_sets": "one-vs-rest logistic regression"}
+            "model": "TF-IDF (word 1-2-grams, CJK character 1-2-grams) + " + {"values": "ridge", "label_sets": "one-vs-rest logistic regression"}
             .get(kind, "logistic regression") + (" on pair features" if train["pairs"] is not None else "")}
 
 
