@@ -29,11 +29,12 @@ CJK_RANGES = (
 
 _WORD_CHAR = f"[^\\W{CJK_RANGES}]"  # a word character (\w) of any other script
 TOKEN_PATTERN = (
-    f"(?u)(?=\\w)[{CJK_RANGES}]"  # one CJK character (a letter, not punctuation such as the katakana middle dot)
-    f"|(?<!{_WORD_CHAR}){_WORD_CHAR}{{2,}}(?!{_WORD_CHAR})"  # a word of 2+ characters, as \b\w\w+\b
+    f"(?u)(?<!{_WORD_CHAR}){_WORD_CHAR}{{2,}}(?!{_WORD_CHAR})"  # a word of 2+ characters, as \b\w\w+\b
+    f"|(?=\\w)[{CJK_RANGES}]"  # one CJK character (a letter, not punctuation such as the katakana middle dot)
 )
-"""Each CJK character alone; otherwise scikit-learn's `\\b\\w\\w+\\b` with CJK characters counted as
-word boundaries (on text without CJK characters the two patterns find the same tokens)."""
+"""scikit-learn's `\\b\\w\\w+\\b` with CJK characters counted as word boundaries (on text without
+CJK characters the two patterns find the same tokens), else each CJK character alone. Words are
+tried first: on English that costs about 1.2x the default pattern's regex time (CJK first: 1.7x)."""
 
 
 def tfidf_vectorizer(**overrides: Any) -> Any:
