@@ -245,11 +245,12 @@ def torch_end_to_end(model: nn.Module, tokenizer, texts: list[str], batch_size: 
 
 
 def tfidf_svm(train_texts: list[str], train_labels: list[int], texts: list[str], labels: list[int]) -> dict:
-    from sklearn.feature_extraction.text import TfidfVectorizer
     from sklearn.pipeline import make_pipeline
     from sklearn.svm import LinearSVC
 
-    pipe = make_pipeline(TfidfVectorizer(ngram_range=(1, 2), min_df=2, sublinear_tf=True), LinearSVC())
+    from tfm_cls.baseline_features import tfidf_vectorizer
+
+    pipe = make_pipeline(tfidf_vectorizer(min_df=2), LinearSVC())
     pipe.fit(train_texts, train_labels)
     pipe.predict(texts[:50])
     start = time.perf_counter()
