@@ -2,6 +2,8 @@
 
     tfidf-word-lr     word 1-2-grams + LogisticRegression
     tfidf-char-svm    word 1-2 + char 2-5-grams + LinearSVC
+The words are tfm_cls.baseline_features.tfidf_vectorizer's: scikit-learn's, with each CJK
+character a word of its own.
 For Chinese text (detected from the characters) both use char 1-3-grams instead. The
 regularisation C is picked on the validation split (as our model picks its best checkpoint there).
 
@@ -25,6 +27,8 @@ from sklearn.metrics import accuracy_score, f1_score
 from sklearn.pipeline import FeatureUnion, Pipeline
 from sklearn.svm import LinearSVC
 
+from tfm_cls.baseline_features import tfidf_vectorizer
+
 
 def is_chinese(texts: list[str], sample: int = 500) -> bool:
     """True when most letters in a sample of texts are CJK ideographs."""
@@ -35,7 +39,7 @@ def is_chinese(texts: list[str], sample: int = 500) -> bool:
 
 def _word_lr(c: float, chinese: bool) -> Pipeline:
     vec = (TfidfVectorizer(analyzer="char", ngram_range=(1, 3), sublinear_tf=True, min_df=2) if chinese
-           else TfidfVectorizer(ngram_range=(1, 2), sublinear_tf=True, min_df=1))
+           else tfidf_vectorizer(min_df=1))
     return Pipeline([("tfidf", vec), ("clf", LogisticRegression(C=c, max_iter=3000))])
 
 
@@ -44,7 +48,7 @@ def _char_svm(c: float, chinese: bool) -> Pipeline:
         features = TfidfVectorizer(analyzer="char", ngram_range=(1, 3), sublinear_tf=True, min_df=2)
     else:
         features = FeatureUnion([
-            ("word", TfidfVectorizer(ngram_range=(1, 2), sublinear_tf=True)),
+            ("word", tfidf_vectorizer()),
             ("char", TfidfVectorizer(analyzer="char_wb", ngram_range=(2, 5), sublinear_tf=True, min_df=2)),
         ])
     return Pipeline([("tfidf", features), ("clf", LinearSVC(C=c))])
@@ -134,7 +138,7 @@ def run_task_baseline(name: str, train: Split, validation: Split, test: Split) -
     if name in BASELINES:
         return run_baseline(name, train, validation, test)
     start = time.perf_counter()
-    vec = TfidfVectorizer(ngram_range=(1, 2), sublinear_tf=True, min_df=1)
+    vec = tfidf_vectorizer(min_df=1)
     if train.pairs is not None:
         vec.fit(train.texts + train.pairs)
         features = {k: _pair_features(vec, s) for k, s in (("train", train), ("validation", validation))}
