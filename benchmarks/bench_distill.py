@@ -31,7 +31,7 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from baselines import BASELINES, Split, is_chinese, run_baseline, splits_of  # noqa: E402
+from baselines import BASELINES, Split, run_baseline, splits_of  # noqa: E402
 
 from tfm_cls.io import write_json  # noqa: E402
 
@@ -123,10 +123,9 @@ def tfidf_rows(splits: dict[str, Split], out: Path, repeats: int, speed_texts: i
     """The TF-IDF baselines (benchmarks/baselines.py) with the size of the pickled pipeline and
     one-process texts/s (sklearn predicts single-threaded)."""
     rows = []
-    chinese = is_chinese(splits["train"].texts)
     for name, (factory, _) in BASELINES.items():
         row = run_baseline(name, splits["train"], splits["validation"], splits["test"])
-        model = factory(row["C"], chinese).fit(splits["train"].texts, splits["train"].labels)  # the chosen C, again
+        model = factory(row["C"]).fit(splits["train"].texts, splits["train"].labels)  # the chosen C, again
         path = out / f"{name}.pkl"
         path.write_bytes(pickle.dumps(model))
         sample = speed_sample(splits["test"], speed_texts)

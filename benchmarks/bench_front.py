@@ -39,7 +39,7 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from baselines import BASELINES, Split, is_chinese, run_baseline  # noqa: E402
+from baselines import BASELINES, Split, run_baseline  # noqa: E402
 from bench_distill import load_splits, speed_sample  # noqa: E402
 
 from tfm_cls.io import write_json, write_text  # noqa: E402
@@ -122,10 +122,9 @@ def _quantization(path: Path) -> dict:
 
 def tfidf_points(splits: dict[str, Split], work: Path) -> list[dict]:
     points = []
-    chinese = is_chinese(splits["train"].texts)
     for name, (factory, _) in BASELINES.items():
         row = run_baseline(name, splits["train"], splits["validation"], splits["test"])
-        model = factory(row["C"], chinese).fit(splits["train"].texts, splits["train"].labels)  # the chosen C again
+        model = factory(row["C"]).fit(splits["train"].texts, splits["train"].labels)  # the chosen C again
         path = work / f"{name}.pkl"
         path.write_bytes(pickle.dumps(model))
         points.append({"system": name, "kind": "classical", "accuracy": row["accuracy"], "size_mb": path.stat().st_size / 2**20,
