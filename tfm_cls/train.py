@@ -22,17 +22,19 @@ from typing import Any
 import torch
 import yaml
 from datasets import DatasetDict
+from safetensors.torch import load_file
 from tokenizers import Tokenizer
 from torch import nn
 
 from tfm_cls import distributed as D
 from tfm_cls import runs as R
 from tfm_cls.batching import tokenize_splits
+from tfm_cls.checkpoint import save_tensors
 from tfm_cls.classification import ClassificationTask, segment_kwargs
 from tfm_cls.config import ClassifierConfig, save_config
 from tfm_cls.data import ClassificationData, load_data
 from tfm_cls.engine import Engine, ScalarSink, job, start_process
-from tfm_cls.errors import ConfigError
+from tfm_cls.errors import ConfigError, RunDirError
 from tfm_cls.finish import finish_run
 from tfm_cls.io import read_json, write_json
 from tfm_cls.tasks import check_loss_weights, head_for
@@ -77,6 +79,26 @@ def _as_saved(cfg: ClassifierConfig) -> ClassifierConfig:
 def _names_labels(cfg: ClassifierConfig) -> bool:
     """Whether a loss weighting names labels (train.class_weight / multi_label.pos_weight mapping)."""
     return isinstance(cfg.train.class_weight, dict) or isinstance(cfg.multi_label.pos_weight, dict)
+
+
+def _wide_offsets(cfg: ClassifierConfig, model: nn.Module, task: ClassificationTask, splits: dict[str, Any],
+                  labels: list[str], run_dir: Path, resume: bool, env: D.DistEnv) -> Any:
+    """Start the wide branch (tfm_cls.wide) on a fresh run; the training offsets of a warm start,
+    written to the run directory (rank 0) or, on resume, read back from it (the checkpoint holds
+    the branch itself)."""
+    path = run_dir / R.WIDE_OFFSETS_FILE
+    if resume:
+        if not cfg.train.wide_warm_start:
+            return None
+        if not path.is_file():
+            raise RunDirError(f"{path}: missing; a run with train.wide_warm_start writes it before its first step, "
+                              "so this run directory was not made by such a run (start it again with --overwrite)")
+        return load_file(str(path))["offsets"].numpy()
+    offsets = start_wide(model, task.task_head, splits, warm=cfg.train.wide_warm_start,
+                         best_metric=cfg.train.best_metric, labels=labels)
+    if offsets is not None and env.is_main:
+        save_tensors({"offsets": torch.from_numpy(offsets)}, path)
+    return offsets
 
 
 def build_model_and_tokenizer(
@@ -168,9 +190,8 @@ def train(
             splits = tokenize_splits(data.splits, tokenizer, long_text_of(cfg.tokenizer, cfg.inference),
                                      train_windows=cfg.train.window == "random")
         task = ClassificationTask(cfg, model, splits, data.labels, run_dir, env, amp)
-        if not resume:  # the checkpoint of a resumed run holds the branch as it was
-            start_wide(model, task.task_head, splits, warm=cfg.train.wide_warm_start, best_metric=cfg.train.best_metric,
-                       labels=data.labels)
+        if cfg.model.wide:
+            splits["train"].offsets = _wide_offsets(cfg, model, task, splits, data.labels, run_dir, resume, env)
         logger.info(
             "model: %.2fM parameters, %d layers, d_model %d, device %s, %s",
             sum(p.numel() for p in model.parameters()) / 1e6, len(model.encoder.layers), model.config["d_model"],

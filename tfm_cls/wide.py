@@ -1,15 +1,21 @@
 """Starting the bag-of-tokens branch (`model.wide`) before training: its IDF table and, with
 `train.wide_warm_start`, its weights fitted as a linear model. docs/tasks.md, "Many rare labels".
 
-    start_wide(model, task_head, splits, warm_start=True)   # once, before the first step, never on resume
+    offsets = start_wide(model, task_head, splits, warm=True)   # before the first step, never on resume
 
-The warm start is linear probing before fine-tuning (Kumar et al. 2022, "LP-FT"), on the branch
-that is linear: the training texts' bags of tokens (exactly `wide_token_weights`, a sparse
-[N, vocab] matrix) and the head's own loss, full-batch L-BFGS with an L2 penalty whose strength
-is picked on the validation loss. It is the TF-IDF + logistic regression baseline fitted in
-seconds inside the network, so training starts where the classical baseline ends and the encoder
-learns what words alone miss; without it, the branch learns the same words from one step of 32
-texts at a time, which on long documents a CPU budget buys a few epochs of.
+The warm start fits the branch, which is linear, first: the training texts' bags of tokens
+(exactly `wide_token_weights`, a sparse [N, vocab] matrix) and the head's own loss, full-batch
+L-BFGS with an L2 penalty whose strength is picked on validation: the TF-IDF + logistic
+regression baseline fitted in seconds inside the network. Without it, the branch learns the same
+words 32 texts a step, which on long documents a CPU budget buys a few epochs of.
+
+The branch then stays fixed and the encoder learns what the words miss, by stacking (Wolpert
+1992): a branch fitted on all the training texts has nearly zero loss on them (it can memorise
+8,000 documents with 30,000 weights a label), which would leave the encoder nothing to learn from.
+So the training loss sees, for each training text, the logits of a branch fitted without it
+(`out_of_fold_logits`, 5 folds) in place of the full branch's: `offsets` = out-of-fold minus
+in-sample logits, added to the model's output in the loss (`TokenizedSplit.offsets`). Validation,
+test and the exported model use the full branch, as deployed.
 """
 
 from __future__ import annotations
@@ -37,6 +43,8 @@ so they mean the same for any number of rows and labels. The one with the best v
 about the strength that suits an L2-normalised TF-IDF bag of a few thousand texts)."""
 WARM_START_ITERATIONS = 200
 """At most this many L-BFGS iterations a fit (each a pass over the training bags, plus its line search)."""
+WARM_START_FOLDS = 5
+"""Folds of the out-of-fold logits the encoder trains against."""
 
 
 def document_frequencies(split: TokenizedSplit, vocab_size: int) -> np.ndarray:
@@ -77,35 +85,67 @@ def bag_matrix(model: nn.Module, split: TokenizedSplit, batch_size: int = 64) ->
     shape = (split.num_rows, model.config["vocab_size"])
     bags = torch.sparse_coo_tensor(torch.stack([torch.cat(rows), torch.cat(cols)]), torch.cat(values), shape,
                                    check_invariants=True)
+    return _csr(bags.coalesce())  # repeated tokens of a row summed
+
+
+def _csr(coo: Tensor) -> Tensor:
     with warnings.catch_warnings():  # "sparse CSR support is in beta": a product and its gradient are all we use
         warnings.simplefilter("ignore", UserWarning)
-        return bags.coalesce().to_sparse_csr()  # repeated tokens of a row summed
+        return coo.to_sparse_csr()
 
 
-def _fit(bags: Tensor, targets: Tensor, head: Any, bias: Tensor, penalty: float) -> tuple[Tensor, Tensor]:
-    """(weights [vocab, C], bias [C]) minimising head.loss(bags @ W + b) + penalty / 2 * ||W||^2
-    (head.loss is a mean over the outputs: `penalty` = 1 / (C * outputs) is scikit-learn's C)."""
-    weights = torch.zeros(bags.shape[1], bias.numel(), requires_grad=True)
-    bias = bias.detach().clone().requires_grad_(True)
+def out_of_fold_logits(bags: Tensor, targets: Tensor, head: Any, bias: Tensor, c: float,
+                       folds: int = WARM_START_FOLDS, seed: int = 0, start: Tensor | None = None) -> Tensor:
+    """[N, C] logits of each row by the branch fitted on the other folds (seeded random folds),
+    each fit from `start` weights and `bias` (the full fit's: `_fit`)."""
+    n = bags.shape[0]
+    order = torch.randperm(n, generator=torch.Generator().manual_seed(seed))
+    coo = bags.to_sparse_coo()
+    logits = torch.empty(n, bias.numel())
+    for k in range(folds):
+        held = order[k::folds]
+        kept = torch.ones(n, dtype=torch.bool)
+        kept[held] = False
+        kept = kept.nonzero(as_tuple=True)[0]
+        weights, fitted_bias = _fit(_csr(coo.index_select(0, kept).coalesce()), targets[kept], head, bias, c, start)
+        with torch.no_grad():
+            logits[held] = _csr(coo.index_select(0, held).coalesce()) @ weights + fitted_bias
+    return logits
+
+
+def _fit(bags: Tensor, targets: Tensor, head: Any, bias: Tensor, c: float,
+         start: Tensor | None = None) -> tuple[Tensor, Tensor]:
+    """(weights [vocab, C], bias [C]) minimising head.loss(bags @ W + b) + ||W||^2 / (2 c n), n the
+    number of target values: head.loss is their mean, so `c` is scikit-learn's C of the summed
+    loss. L-BFGS from `start` weights (default zeros) and `bias`; the previous C of the grid is a
+    nearby start that takes a fraction of the iterations. The gradient of the weights is formed by
+    hand, bags^T @ dloss/dlogits with bags^T kept as CSR: autograd's backward of a sparse product
+    costs ~15x more here."""
+    penalty = 1.0 / (c * targets.numel())
+    bags_t = _csr(bags.to_sparse_coo().t().coalesce())  # [vocab, rows]
+    weights = torch.zeros(bags.shape[1], bias.numel()) if start is None else start.clone()  # [vocab, C]
+    bias = bias.detach().clone()  # [C]
     optimizer = torch.optim.LBFGS([weights, bias], lr=1.0, max_iter=WARM_START_ITERATIONS, history_size=10,
-                                  tolerance_grad=1e-9, tolerance_change=1e-12, line_search_fn="strong_wolfe")
+                                  tolerance_grad=1e-6, tolerance_change=1e-9, line_search_fn="strong_wolfe")
 
     def closure() -> Tensor:
-        optimizer.zero_grad()
-        loss = head.loss(bags @ weights + bias, targets) + 0.5 * penalty * weights.pow(2).sum()
+        logits = (bags @ weights + bias).requires_grad_(True)  # [rows, C]
+        loss = head.loss(logits, targets)
         loss.backward()
-        return loss
+        weights.grad = bags_t @ logits.grad + penalty * weights  # [vocab, C]
+        bias.grad = logits.grad.sum(dim=0)  # [C]
+        return loss.detach() + 0.5 * penalty * weights.pow(2).sum()
 
     optimizer.step(closure)
-    return weights.detach(), bias.detach()
+    return weights, bias
 
 
 def warm_start(model: nn.Module, head: Any, train: TokenizedSplit, validation: TokenizedSplit | None,
-               best_metric: str = "loss", labels: list[str] | None = None) -> dict[str, float]:
+               best_metric: str = "loss", labels: list[str] | None = None) -> tuple[np.ndarray, dict[str, float]]:
     """Fit the branch's weights and the head's bias as a linear model of the bags (module
     docstring), C picked by `best_metric` on validation (the head's metrics, decision rule tuned
-    there first, as the engine's evaluation does); returns what it chose (`C`, the validation
-    score, `seconds`)."""
+    there first, as the engine's evaluation does). Returns the training rows' offsets [rows, C]
+    (out-of-fold minus in-sample logits) and what it chose (`C`, the validation score, `seconds`)."""
     started = time.monotonic()
     bags, targets = bag_matrix(model, train), torch.from_numpy(train.row_labels(list(range(train.num_rows))))
     bias = model.head.bias.detach().float().cpu()
@@ -117,8 +157,9 @@ def warm_start(model: nn.Module, head: Any, train: TokenizedSplit, validation: T
         names = labels or [str(i) for i in range(bias.numel())]
         judge = copy.deepcopy(head)  # tune() sets thresholds: the task's head keeps its own
     best: tuple[float, float, Tensor, Tensor] | None = None
-    for c in grid:
-        weights, fitted_bias = _fit(bags, targets, head, bias, 1.0 / (c * targets.numel()))
+    weights, fitted_bias = None, bias
+    for c in grid:  # C rising, each fit from the last one's solution (a regularisation path)
+        weights, fitted_bias = _fit(bags, targets, head, fitted_bias, c, weights)
         score = math.nan
         if has_validation:
             logits = (val_bags @ weights + fitted_bias).numpy()
@@ -131,20 +172,25 @@ def warm_start(model: nn.Module, head: Any, train: TokenizedSplit, validation: T
     with torch.no_grad():
         model.wide.weight.copy_(weights.to(model.wide.weight))
         model.head.bias.copy_(fitted_bias.to(model.head.bias))
+        in_sample = bags @ weights + fitted_bias  # [rows, C]
+    # each fold from zeros and the prior: starting from the full fit would carry what it learnt
+    # from the held-out rows into their logits wherever L-BFGS stops short of the optimum
+    offsets = out_of_fold_logits(bags, targets, head, bias, c) - in_sample
     seconds = time.monotonic() - started
-    logger.info("wide warm start: the bag-of-tokens branch fitted (C %g, %d training rows) in %.1f s", c,
-                train.num_rows, seconds)
-    return {"C": c, "validation_score": score, "seconds": seconds}
+    logger.info("wide warm start: the bag-of-tokens branch fitted (C %g, %d training rows, %d folds for the "
+                "encoder's targets) in %.1f s", c, train.num_rows, WARM_START_FOLDS, seconds)
+    return offsets.numpy().astype(np.float32), {"C": c, "validation_score": score, "seconds": seconds}
 
 
 def start_wide(model: nn.Module, head: Any, splits: dict[str, TokenizedSplit], warm: bool, best_metric: str = "loss",
-               labels: list[str] | None = None) -> dict[str, float] | None:
-    """Before the first step of a run (never on resume: the checkpoint has all of it): the IDF
-    table of a `tfidf` branch, then the warm start if `warm`. Nothing for a model without a branch."""
+               labels: list[str] | None = None) -> np.ndarray | None:
+    """Before the first step of a run (never on resume: the checkpoint has the branch, the run
+    directory the offsets): the IDF table of a `tfidf` branch, then, if `warm`, the warm start,
+    whose training offsets [rows, C] it returns (None otherwise, and for a model without a branch)."""
     if getattr(model, "wide", None) is None:
         return None
     if model.wide_weighting == "tfidf":
         set_idf(model, splits["train"])
     if not warm:
         return None
-    return warm_start(model, head, splits["train"], splits.get("validation"), best_metric, labels)
+    return warm_start(model, head, splits["train"], splits.get("validation"), best_metric, labels)[0]

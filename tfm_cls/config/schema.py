@@ -265,11 +265,14 @@ class TrainConfig:
     head_lr: float | None = None
     """Learning rate of the classification head (None: `lr`)."""
     wide_lr: float | None = None
-    """Learning rate of the bag-of-tokens branch (model.wide; None: `head_lr`, else `lr`)."""
+    """Learning rate of the bag-of-tokens branch (model.wide; None: `head_lr`, else `lr`); unused
+    with `wide_warm_start`, which keeps the branch as fitted."""
     wide_warm_start: bool = False
     """With model.wide: before the first step, fit the branch (and the head's bias) as a linear
-    model of the training texts' bags of tokens, full-batch L-BFGS with an L2 strength picked on
-    validation loss (tfm_cls.wide): training starts where TF-IDF + logistic regression ends."""
+    model of the training texts' bags of tokens, full-batch L-BFGS with C picked on validation by
+    `best_metric` (tfm_cls.wide), then keep it fixed (`wide_lr` unused): the encoder trains against
+    the branch's out-of-fold logits and learns what the words miss (stacking). Training starts
+    where TF-IDF + logistic regression ends."""
     layerwise_lr_decay: float = 1.0
     """lr of encoder layer i (1..L) = lr * decay^(L - i); embeddings get lr * decay^L. 1.0 = off."""
     head_only_steps: int = 0

@@ -19,7 +19,7 @@ from tfm_cls.runtime.classifier import Classifier
 from tfm_cls.runtime.heads import sigmoid
 from tfm_cls.tasks import Head as SingleLabelHead
 from tfm_cls.train import train
-from tfm_cls.wide import WARM_START_C, _fit, bag_matrix, set_idf, start_wide
+from tfm_cls.wide import WARM_START_C, _fit, bag_matrix, set_idf, start_wide, warm_start
 
 
 def _model(wide=True):
@@ -142,15 +142,14 @@ def test_the_warm_start_is_scikit_learns_logistic_regression_on_the_bags():
     set_idf(model, split)
     head = SingleLabelHead()
     bags = bag_matrix(model, split)
-    penalty = 1e-2
-    weights, bias = _fit(bags, torch.from_numpy(labels), head, torch.zeros(3), penalty)
-    reference = LogisticRegression(C=1.0 / (penalty * len(labels)), tol=1e-8, max_iter=5000)
+    weights, bias = _fit(bags, torch.from_numpy(labels), head, torch.zeros(3), c=0.8)
+    reference = LogisticRegression(C=0.8, tol=1e-8, max_iter=5000)
     reference.fit(bags.to_dense().numpy(), labels)
     ours = torch.softmax(bags @ weights + bias, -1).numpy()
     assert ours == pytest.approx(reference.predict_proba(bags.to_dense().numpy()), abs=2e-3)
 
 
-def test_warm_start_fits_the_branch_and_the_bias_and_picks_the_penalty_on_validation():
+def test_warm_start_fits_the_branch_and_the_bias_and_picks_c_on_validation():
     rng = np.random.default_rng(1)
 
     def rows_of(n):
@@ -160,19 +159,35 @@ def test_warm_start_fits_the_branch_and_the_bias_and_picks_the_penalty_on_valida
 
     train_rows, train_labels = rows_of(90)
     val_rows, val_labels = rows_of(45)
+    train_split, head = _split(train_rows, train_labels), SingleLabelHead()
     model = _tfidf_model()
-    chosen = start_wide(model, SingleLabelHead(), {"train": _split(train_rows, train_labels),
-                                                   "validation": _split(val_rows, val_labels)}, warm=True)
-    assert chosen["C"] in WARM_START_C and np.isfinite(chosen["validation_score"])
-    ids = torch.tensor(val_rows)
+    set_idf(model, train_split)
+    offsets, chosen = warm_start(model, head, train_split, _split(val_rows, val_labels), "macro_f1", ["a", "b", "c"])
+    assert chosen["C"] in WARM_START_C and 0.9 < chosen["validation_score"] <= 1.0
     with torch.no_grad():
-        wide = model.wide_logits(ids) + model.head.bias  # the branch alone, as fitted
+        wide = model.wide_logits(torch.tensor(val_rows)) + model.head.bias  # the branch alone, as fitted
     assert (wide.argmax(-1).numpy() == val_labels).mean() > 0.9
     assert model.wide.weight[0].abs().max() == 0  # padding's row stays zero
-    # no branch: nothing happens; a count branch without warm start: left at zero
-    assert start_wide(_model(wide=False), SingleLabelHead(), {"train": _split(train_rows, train_labels)}, warm=True) is None
+
+    # the offsets turn the in-sample logits into out-of-fold ones: a fold's rows get the logits of
+    # a branch fitted on the other folds, which are worse on them than the full branch's
+    bags, targets = bag_matrix(model, train_split), torch.from_numpy(train_labels)
+    with torch.no_grad():
+        in_sample = bags @ model.wide.weight.detach() + model.head.bias
+    oof = in_sample + torch.from_numpy(offsets)
+    assert offsets.shape == (90, 3) and head.loss(oof, targets) > head.loss(in_sample, targets)
+    held = torch.randperm(90, generator=torch.Generator().manual_seed(0))[0::5]
+    kept = torch.tensor(sorted(set(range(90)) - set(held.tolist())))
+    dense = bags.to_dense()
+    weights, bias = _fit(dense[kept].to_sparse_csr(), targets[kept], head, torch.zeros(3), chosen["C"])
+    # (softmax probabilities: a constant added to every class's bias changes no loss)
+    assert torch.softmax(dense[held] @ weights + bias, -1).numpy() == pytest.approx(
+        torch.softmax(oof[held], -1).numpy(), abs=2e-3)
+
+    # no branch: nothing happens; a count branch without warm start: left at zero, no offsets
+    assert start_wide(_model(wide=False), head, {"train": train_split}, warm=True) is None
     counted = _model()
-    assert start_wide(counted, SingleLabelHead(), {"train": _split(train_rows, train_labels)}, warm=False) is None
+    assert start_wide(counted, head, {"train": train_split}, warm=False) is None
     assert counted.wide.weight.abs().max() == 0
 
 
@@ -184,6 +199,8 @@ def test_a_tfidf_warm_started_run_exports_and_the_runtime_gives_its_scores(tmp_p
     metrics = train(cfg)
     assert metrics["test"]["micro_f1"] > 0.8  # one epoch: the warm start did the work
     loaded = R.load_run(run)
+    fitted = loaded.model.wide.weight.detach().clone()
+    assert fitted.abs().max() > 0 and (run / R.WIDE_OFFSETS_FILE).is_file()
     assert loaded.model.config["wide_weighting"] == "tfidf" and loaded.model.wide_idf.max() > 1.0
     path = export_run(run)
     report = verify(loaded.model, path)

@@ -7,6 +7,7 @@ import subprocess
 import sys
 import time
 
+import pytest
 import torch
 from kits.tiny_topics import tiny_config, write_topic_data
 from safetensors.torch import load_file
@@ -17,6 +18,9 @@ from tfm_cls.train import train
 
 EXTRA = ("train.epochs=3", "train.checkpoint_every=7",
          "train.eval_every=25", "train.lr=3e-3")
+# the bag-of-tokens branch fitted before the first step: the resumed run reads its training
+# offsets back from the run directory and keeps the fitted branch (tfm_cls.wide)
+WIDE = ("model.wide=true", "model.wide_weighting=tfidf", "train.wide_warm_start=true")
 
 
 def _kill_after_first_checkpoint(config_path, run_dir, timeout=120.0):
@@ -34,9 +38,10 @@ def _kill_after_first_checkpoint(config_path, run_dir, timeout=120.0):
     assert proc.returncode == -signal.SIGKILL, f"run ended before the kill: {stderr.decode()[-2000:]}"
 
 
-def test_sigkill_then_resume_matches_uninterrupted_run(tmp_path):
+@pytest.mark.parametrize("wide", [(), WIDE], ids=["encoder", "warm-started-wide"])
+def test_sigkill_then_resume_matches_uninterrupted_run(tmp_path, wide):
     data = write_topic_data(tmp_path / "data", (600, 60, 60), labels=False)
-    extra = EXTRA
+    extra = (*EXTRA, *wide)
 
     killed_dir, config_path = tmp_path / "killed", tmp_path / "killed.yaml"
     save_config(tiny_config(data, killed_dir, *extra), config_path)
