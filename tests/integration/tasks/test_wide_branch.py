@@ -2,23 +2,27 @@
 tokens, it starts at zero (the model starts as the encoder alone), trains at train.wide_lr, and
 travels through the ONNX export to the torch-free runtime unchanged."""
 
+from types import SimpleNamespace
+
 import numpy as np
 import pytest
 import torch
 from kits import tasks_tiny as T
 from tfm_cls.export.exporter import export_run
+from tfm_cls.export.quantize import quantize_model
 from tfm_cls.export.verify import verify
 
 from tfm_cls import runs as R
 from tfm_cls.batching import TokenizedSplit
 from tfm_cls.config import ClassifierConfig, TrainConfig, load_config
+from tfm_cls.errors import RunDirError
 from tfm_cls.model import TransformerClassifier
 from tfm_cls.optim import param_groups
 from tfm_cls.predict import texts_logits
 from tfm_cls.runtime.classifier import Classifier
 from tfm_cls.runtime.heads import sigmoid
 from tfm_cls.tasks import Head as SingleLabelHead
-from tfm_cls.train import train
+from tfm_cls.train import _wide_offsets, train
 from tfm_cls.wide import WARM_START_C, _fit, bag_matrix, set_idf, start_wide, warm_start
 
 
@@ -209,6 +213,17 @@ def test_a_tfidf_warm_started_run_exports_and_the_runtime_gives_its_scores(tmp_p
     runtime, _, _ = Classifier(path).classify(texts)
     torch_logits, _, _ = texts_logits(loaded, texts)
     assert runtime == pytest.approx(sigmoid(torch_logits), abs=1e-5)
+    # int8: the branch's table becomes int8 rows with a scale each (an embedding Gather), the idf stays
+    int8 = tmp_path / "model.int8.onnx"
+    quantize_model(path, int8)
+    quantized, _, _ = Classifier(int8).classify(texts)
+    assert quantized == pytest.approx(runtime, abs=0.05)
+
+    # a resumed warm-started run needs its offsets: without them, one clear error naming the file
+    (run / R.WIDE_OFFSETS_FILE).unlink()
+    task = SimpleNamespace(task_head=None)
+    with pytest.raises(RunDirError, match="wide_offsets.safetensors: missing"):
+        _wide_offsets(cfg, loaded.model, task, {}, [], run, resume=True, env=None)
 
 
 @pytest.mark.parametrize("override, message", [
