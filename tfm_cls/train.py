@@ -34,7 +34,7 @@ from tfm_cls.classification import ClassificationTask, segment_kwargs
 from tfm_cls.config import ClassifierConfig, save_config
 from tfm_cls.data import ClassificationData, load_data
 from tfm_cls.engine import Engine, ScalarSink, job, start_process
-from tfm_cls.errors import ConfigError, RunDirError
+from tfm_cls.errors import CheckpointError, ConfigError, RunDirError
 from tfm_cls.finish import finish_run
 from tfm_cls.io import read_json, write_json
 from tfm_cls.tasks import check_loss_weights, head_for
@@ -93,7 +93,15 @@ def _wide_offsets(cfg: ClassifierConfig, model: nn.Module, task: ClassificationT
         if not path.is_file():
             raise RunDirError(f"{path}: missing; a run with train.wide_warm_start writes it before its first step, "
                               "so this run directory was not made by such a run (start it again with --overwrite)")
-        return load_file(str(path))["offsets"].numpy()
+        try:
+            offsets = load_file(str(path))["offsets"].numpy()
+        except Exception as err:  # safetensors raises its own error types for torn / foreign files
+            raise CheckpointError(f"{path}: corrupt or not a tfm-cls offsets file ({err})") from err
+        expected = (splits["train"].num_rows, model.config["num_classes"])
+        if offsets.shape != expected:
+            raise RunDirError(f"{path}: offsets of shape {list(offsets.shape)}, but the training split gives "
+                              f"{list(expected)}: the data changed since the run began (start it again with --overwrite)")
+        return offsets
     offsets = start_wide(model, task.task_head, splits, warm=cfg.train.wide_warm_start,
                          best_metric=cfg.train.best_metric, labels=labels)
     if offsets is not None and env.is_main:

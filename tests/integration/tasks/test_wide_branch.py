@@ -15,7 +15,7 @@ from tfm_cls.export.verify import verify
 from tfm_cls import runs as R
 from tfm_cls.batching import TokenizedSplit
 from tfm_cls.config import ClassifierConfig, TrainConfig, load_config
-from tfm_cls.errors import RunDirError
+from tfm_cls.errors import CheckpointError, RunDirError
 from tfm_cls.model import TransformerClassifier
 from tfm_cls.optim import param_groups
 from tfm_cls.predict import texts_logits
@@ -219,11 +219,18 @@ def test_a_tfidf_warm_started_run_exports_and_the_runtime_gives_its_scores(tmp_p
     quantized, _, _ = Classifier(int8).classify(texts)
     assert quantized == pytest.approx(runtime, abs=0.05)
 
-    # a resumed warm-started run needs its offsets: without them, one clear error naming the file
+    # a resumed warm-started run needs its offsets, for the same training split: else one clear
+    # error naming the file
+    task, splits = SimpleNamespace(task_head=None), {"train": SimpleNamespace(num_rows=7)}
+    with pytest.raises(RunDirError, match=r"wide_offsets.safetensors: offsets of shape \[90, 3\], but the training "
+                                          r"split gives \[7, 3\]"):
+        _wide_offsets(cfg, loaded.model, task, splits, [], run, resume=True, env=None)
+    (run / R.WIDE_OFFSETS_FILE).write_bytes(b"not safetensors")
+    with pytest.raises(CheckpointError, match="wide_offsets.safetensors: corrupt"):
+        _wide_offsets(cfg, loaded.model, task, splits, [], run, resume=True, env=None)
     (run / R.WIDE_OFFSETS_FILE).unlink()
-    task = SimpleNamespace(task_head=None)
     with pytest.raises(RunDirError, match="wide_offsets.safetensors: missing"):
-        _wide_offsets(cfg, loaded.model, task, {}, [], run, resume=True, env=None)
+        _wide_offsets(cfg, loaded.model, task, splits, [], run, resume=True, env=None)
 
 
 @pytest.mark.parametrize("override, message", [
