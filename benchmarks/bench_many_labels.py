@@ -80,6 +80,7 @@ VARIANTS: dict[str, tuple[str, list[str]]] = {
     "many-labels-warm-only": ("many-labels-minilm", ["train.max_steps=1"]),
     "many-labels-wide-lr-1e-3": ("many-labels-minilm", ["train.wide_lr=1e-3"]),
     "many-labels-no-wide": ("many-labels-minilm", ["model.wide=false", "model.encoder_length=null",
+                                                    "model.wide_weighting=count", "train.wide_warm_start=false",
                                                     "tokenizer.max_length_cap=64"]),
     "many-labels-balanced": ("many-labels-minilm", ["multi_label.pos_weight=balanced"]),
     "scratch-before": ("go_emotions", BEFORE_SCRATCH),
