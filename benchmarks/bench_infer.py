@@ -44,6 +44,9 @@ from tfm_cls.export.verify import verify  # noqa: E402
 from tfm_cls.runs import load_run  # noqa: E402
 from tfm_cls.runtime.classifier import Classifier  # noqa: E402
 
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from results import write_results  # noqa: E402
+
 log = logging.getLogger("bench_infer")
 
 SHAPES = [(1, 64), (32, 128)]
@@ -415,12 +418,8 @@ def main(argv: list[str] | None = None) -> int:
 
     table = render(results)
     print(table)
-    out = Path(args.out)
-    out.mkdir(parents=True, exist_ok=True)
-    suffix = "_quick" if args.quick else ""
-    (out / f"bench_infer{suffix}.json").write_text(json.dumps(results, indent=2) + "\n")
-    (out / f"bench_infer{suffix}.md").write_text(table + "\n")
-    log.info("wrote %s and %s", out / f"bench_infer{suffix}.json", out / f"bench_infer{suffix}.md")
+    written = write_results(args.out, "bench_infer", results, table, args.quick)
+    log.info("wrote %s and %s", written, written.with_suffix(".md"))
     return 0
 
 
@@ -511,13 +510,10 @@ def batching_main(args) -> int:
     results["machine"]["load_after"] = os.getloadavg()
     table = render_batching(results)
     print(table)
-    out = Path(args.out)
-    out.mkdir(parents=True, exist_ok=True)
+    written = write_results(args.out, "bench_batching", results, table, args.quick)
     suffix = "_quick" if args.quick else ""
-    (out / f"bench_batching{suffix}.json").write_text(json.dumps(results, indent=2) + "\n")
-    (out / f"bench_batching{suffix}.md").write_text(table + "\n")
-    plot_cost_vs_length(results["length"], out / f"cost_vs_length{suffix}.png")
-    log.info("wrote %s and cost_vs_length%s.png", out / f"bench_batching{suffix}.json", suffix)
+    plot_cost_vs_length(results["length"], written.parent / f"cost_vs_length{suffix}.png")
+    log.info("wrote %s and cost_vs_length%s.png", written, suffix)
     return 0
 
 
@@ -592,11 +588,7 @@ def memory_main(args) -> int:
     lines += [f"| {k} | {r['peak_mib']:.1f} | {r['rows']} | {r['seconds']:.0f} |" for k, r in results["peak_kib"].items()]
     table = "\n".join(lines)
     print(table)
-    out = Path(args.out)
-    out.mkdir(parents=True, exist_ok=True)
-    suffix = "_quick" if args.quick else ""
-    (out / f"bench_memory{suffix}.json").write_text(json.dumps(results, indent=2) + "\n")
-    (out / f"bench_memory{suffix}.md").write_text(table + "\n")
+    write_results(args.out, "bench_memory", results, table, args.quick)
     return 0
 
 

@@ -11,7 +11,6 @@ Table to stdout and bench_results/bench_long_documents.md, everything to the .js
 from __future__ import annotations
 
 import argparse
-import json
 import logging
 import os
 import sys
@@ -31,6 +30,9 @@ from tfm_cls.predict import evaluate  # noqa: E402
 from tfm_cls.runs import load_run  # noqa: E402
 from tfm_cls.tokenizer import auto_max_length, long_text_of, percentile_length, token_lengths  # noqa: E402
 from tfm_cls.train import train  # noqa: E402
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from results import write_results  # noqa: E402
 
 log = logging.getLogger("bench_long_documents")
 
@@ -86,11 +88,7 @@ def main(argv: list[str] | None = None) -> int:
               f"{r['texts_per_s']:.0f} |" for n, r in results["rows"].items()]
     table = "\n".join(lines)
     print(table)
-    out = Path(args.out)
-    out.mkdir(parents=True, exist_ok=True)
-    suffix = "_quick" if args.quick else ""
-    (out / f"bench_long_documents{suffix}.json").write_text(json.dumps(results, indent=2) + "\n")
-    (out / f"bench_long_documents{suffix}.md").write_text(table + "\n")
+    write_results(args.out, "bench_long_documents", results, table, args.quick)
     return 0
 
 

@@ -22,6 +22,7 @@ from collections.abc import Callable
 from pathlib import Path
 
 import numpy as np
+from results import write_results
 from tokenizers import Tokenizer
 
 from tfm_cls.runtime.classifier import Classifier
@@ -185,11 +186,7 @@ def main(args) -> int:
     results["load_after"] = os.getloadavg()
     table = render(results)
     print("\n" + table)
-    out = Path(args.out)
-    out.mkdir(parents=True, exist_ok=True)
-    suffix = "_quick" if args.quick else ""
-    (out / f"bench_hand_loop{suffix}.json").write_text(json.dumps(results, indent=2) + "\n")
-    (out / f"bench_hand_loop{suffix}.md").write_text(table + "\n")
+    write_results(args.out, "bench_hand_loop", results, table, args.quick)
     return 0
 
 
