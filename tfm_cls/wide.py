@@ -95,9 +95,9 @@ def _csr(coo: Tensor) -> Tensor:
 
 
 def out_of_fold_logits(bags: Tensor, targets: Tensor, head: Any, bias: Tensor, c: float,
-                       folds: int = WARM_START_FOLDS, seed: int = 0, start: Tensor | None = None) -> Tensor:
+                       folds: int = WARM_START_FOLDS, seed: int = 0) -> Tensor:
     """[N, C] logits of each row by the branch fitted on the other folds (seeded random folds),
-    each fit from `start` weights and `bias` (the full fit's: `_fit`)."""
+    each fit from zero weights and `bias`."""
     n = bags.shape[0]
     order = torch.randperm(n, generator=torch.Generator().manual_seed(seed))
     coo = bags.to_sparse_coo()
@@ -107,7 +107,7 @@ def out_of_fold_logits(bags: Tensor, targets: Tensor, head: Any, bias: Tensor, c
         kept = torch.ones(n, dtype=torch.bool)
         kept[held] = False
         kept = kept.nonzero(as_tuple=True)[0]
-        weights, fitted_bias = _fit(_csr(coo.index_select(0, kept).coalesce()), targets[kept], head, bias, c, start)
+        weights, fitted_bias = _fit(_csr(coo.index_select(0, kept).coalesce()), targets[kept], head, bias, c)
         with torch.no_grad():
             logits[held] = _csr(coo.index_select(0, held).coalesce()) @ weights + fitted_bias
     return logits
