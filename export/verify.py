@@ -425,7 +425,11 @@ def verify(
     check_axes(cpu_session, spec, config, report)
 
     export_sizes = meta.export_sizes or EXPORT_SIZES
-    cases = cases or default_cases(spec, export_sizes, int(config["max_len"]), seed)
+    # the longest input: the positional encoding's size, or the export's max_length for a wide
+    # model whose encoder reads the first encoder_length tokens (it takes more than its positions)
+    beyond = config.get("encoder_length") is not None and meta.max_length is not None
+    longest = int(meta.max_length if beyond else config["max_len"])
+    cases = cases or default_cases(spec, export_sizes, longest, seed)
     for provider in available_providers(providers, report):
         try:
             session = cpu_session if provider == CPU else make_session(path, provider)

@@ -163,9 +163,10 @@ def cmd_eval(args: argparse.Namespace) -> int:
     _check_sizes(args)
     tokenizer = run.tokenizer
     if args.max_length is not None:
+        from tfm_cls.model.classifier import token_limit
         from tfm_cls.tokenizer import load_tokenizer_str
 
-        tokenizer = load_tokenizer_str(tokenizer.to_str(), args.max_length, limit=run.model.config["max_len"])
+        tokenizer = load_tokenizer_str(tokenizer.to_str(), args.max_length, limit=token_limit(run.model.config))
     split = tokenize_dataset(dataset, tokenizer, policy=_inference_policy(run, args))
     device = select_device(args.device)
     run.model.to(device)

@@ -157,13 +157,13 @@ def load_tokenizer(path: str | Path, max_length: int | None = None) -> Tokenizer
     return tokenizer
 
 
-def load_tokenizer_str(tokenizer_json: str, max_length: int, limit: int) -> Tokenizer:
+def load_tokenizer_str(tokenizer_json: str, max_length: int, limit: int | None) -> Tokenizer:
     """A copy of a tokenizer truncating to `max_length` (a --max-length flag), which must leave
-    room for one text token and stay within the model's `limit`."""
+    room for one text token and stay within the model's `limit` (None: no limit)."""
     tokenizer = Tokenizer.from_str(tokenizer_json)
     shortest = tokenizer.num_special_tokens_to_add(False) + 1
-    if not shortest <= max_length <= limit:
-        raise InputError(f"--max-length must be in [{shortest}, {limit}] for this model, got {max_length}")
+    if not shortest <= max_length <= (limit or max_length):
+        raise InputError(f"--max-length must be in [{shortest}, {limit or 'any'}] for this model, got {max_length}")
     tokenizer.enable_truncation(max_length=max_length)
     return tokenizer
 

@@ -37,6 +37,7 @@ from tfm_cls.engine import Engine, ScalarSink, job, start_process
 from tfm_cls.errors import CheckpointError, ConfigError, RunDirError
 from tfm_cls.finish import finish_run
 from tfm_cls.io import read_json, write_json
+from tfm_cls.model.classifier import token_limit
 from tfm_cls.tasks import check_loss_weights, head_for
 from tfm_cls.tensorboard import TensorBoardSink
 from tfm_cls.tokenizer import (
@@ -103,7 +104,7 @@ def _wide_offsets(cfg: ClassifierConfig, model: nn.Module, task: ClassificationT
                               f"{list(expected)}: the data changed since the run began (start it again with --overwrite)")
         return offsets
     offsets = start_wide(model, task.task_head, splits, warm=cfg.train.wide_warm_start,
-                         best_metric=cfg.train.best_metric, labels=labels)
+                         best_metric=cfg.train.best_metric, labels=labels, loss=cfg.train.wide_loss)
     if offsets is not None and env.is_main:
         save_tensors({"offsets": torch.from_numpy(offsets)}, path)
     return offsets
@@ -128,7 +129,7 @@ def build_model_and_tokenizer(
         length = cfg.tokenizer.max_length
         if auto:
             length = D.on_main(env, auto_max_length, tokenizer, data.splits["train"]["text"], cfg.tokenizer,
-                               model.config["max_len"])
+                               token_limit(model.config))
         tokenizer = configure_truncation(tokenizer, length)
     else:
         train_split = data.splits["train"]
@@ -137,7 +138,7 @@ def build_model_and_tokenizer(
             texts = [*texts, *train_split["text_pair"]]
         # `auto` lengths: the tokenizer (whose vocabulary does not depend on them) measures the
         # training texts, and the model's position table is sized to the length chosen.
-        limit = None if cfg.model.max_len == "auto" else cfg.model.max_len
+        limit = None if cfg.model.max_len == "auto" or cfg.model.encoder_length is not None else cfg.model.max_len
         tokenizer = D.on_main(env, train_tokenizer, texts, cfg.tokenizer, limit)
         max_len = max_length_of(tokenizer) if cfg.model.max_len == "auto" else cfg.model.max_len
         model_kwargs = dataclasses.replace(cfg.model, max_len=max_len).model_kwargs()
@@ -148,7 +149,7 @@ def build_model_and_tokenizer(
     if not resume:
         head_for(cfg).start_output(model, data.splits["train"]["label"])
     max_length, max_len = max_length_of(tokenizer), model.config["max_len"]
-    if max_length > max_len:
+    if max_length > (token_limit(model.config) or max_length):
         raise ConfigError(
             f"tokenizer.max_length={max_length} exceeds the model's positional encoding (max_len={max_len}); "
             "lower tokenizer.max_length"

@@ -222,6 +222,13 @@ class ModelConfig:
     """With `wide`: what a token adds to the bag. `count`: 1 / sqrt(the text's tokens), an
     L2-normalised bag of one-hot tokens. `tfidf`: scikit-learn's sublinear TF-IDF over the tokens
     ((1 + log tf) * idf, L2-normalised), the idf from the training texts, stored with the model."""
+    wide_ngrams: int = 1
+    """With `wide`: 1, the bag counts tokens; 2, tokens and pairs of adjacent tokens, each pair hashed
+    into one of `wide_buckets` rows (fastText's hashed bigrams): the 1-2-gram features of a TF-IDF
+    baseline, for wide_buckets x classes more parameters."""
+    wide_buckets: int = 2**18
+    """With `wide_ngrams: 2`: how many rows the pairs are hashed into (2^18 was as good as 2^20 on
+    many-label documents; fewer rows, more collisions)."""
 
     def __post_init__(self) -> None:
         require(self.d_model % self.nhead == 0, f"model: d_model={self.d_model} is not divisible by nhead={self.nhead}")
@@ -232,6 +239,9 @@ class ModelConfig:
         require(0.0 <= self.dropout < 1.0, f"model.dropout: expected a value in [0, 1), got {self.dropout}")
         require(self.wide or self.wide_weighting == "count",
                 f"model.wide_weighting={self.wide_weighting}: needs model.wide: true")
+        require(self.wide_ngrams in (1, 2) and (self.wide or self.wide_ngrams == 1),
+                f"model.wide_ngrams={self.wide_ngrams}: expected 1 or 2, and 2 needs model.wide: true")
+        require(self.wide_buckets >= 1, f"model.wide_buckets: expected >= 1, got {self.wide_buckets}")
 
     def model_kwargs(self) -> dict[str, typing.Any]:
         """Constructor arguments of `TransformerClassifier` (everything but `init_from` and
@@ -247,6 +257,9 @@ class ModelConfig:
             kwargs.pop("encoder_length")
         if kwargs["wide_weighting"] == "count":
             kwargs.pop("wide_weighting")
+        if kwargs["wide_ngrams"] == 1:  # as `wide`: recorded only when used
+            kwargs.pop("wide_ngrams")
+            kwargs.pop("wide_buckets")
         return kwargs
 
 
@@ -273,6 +286,12 @@ class TrainConfig:
     `best_metric` (tfm_cls.wide), then keep it fixed (`wide_lr` unused): the encoder trains against
     the branch's out-of-fold logits and learns what the words miss (stacking). Training starts
     where TF-IDF + logistic regression ends."""
+    wide_loss: typing.Literal["head", "squared_hinge"] = "head"
+    """With `wide_warm_start`, the loss the branch is fitted with. `head`: the head's own (logistic
+    regression of the bags). `squared_hinge` (multi-label): one-vs-rest L2-SVMs, scikit-learn's
+    LinearSVC loss, whose margins are then turned into log-odds per label by Platt scaling on
+    out-of-fold margins; on many-label documents it beat the logistic fit by 0.01-0.03 micro-F1
+    (docs/tasks.md, "Many rare labels")."""
     layerwise_lr_decay: float = 1.0
     """lr of encoder layer i (1..L) = lr * decay^(L - i); embeddings get lr * decay^L. 1.0 = off."""
     head_only_steps: int = 0
@@ -471,6 +490,10 @@ class ClassifierConfig(RunConfig):
         )
         require(self.model.wide or not self.train.wide_warm_start,
                 "train.wide_warm_start fits the bag-of-tokens branch: it needs model.wide: true")
+        require(self.train.wide_loss == "head" or (self.train.wide_warm_start and self.data.task == "multi_label"),
+                f"train.wide_loss={self.train.wide_loss} is a loss of the warm start's fit of one-vs-rest labels: it "
+                f"needs train.wide_warm_start: true and data.task: multi_label (got wide_warm_start="
+                f"{self.train.wide_warm_start}, task={self.data.task})")
         tok, chunk, window = self.tokenizer, self.inference.chunk, self.train.window
         if self.data.text_pair_column is not None:
             # A pair is truncated by the tokenizer, its longer text first (longest_first); the
@@ -489,7 +512,7 @@ class ClassifierConfig(RunConfig):
             # With init_from the tokenizer comes from the pretrained model; checked after loading.
             length, limit = self.tokenizer.max_length, self.model.max_len
             require(
-                length == "auto" or limit == "auto" or length <= limit,
+                length == "auto" or limit == "auto" or length <= limit or self.model.encoder_length is not None,
                 f"tokenizer.max_length={length} exceeds model.max_len={limit} "
                 "(the positional encoding's size): lower tokenizer.max_length or raise model.max_len",
             )

@@ -17,6 +17,14 @@ from tfm_cls.model.encoder import ACTIVATIONS, TransformerEncoder, TransformerEn
 
 POOLINGS = ("mean", "cls", "max")
 WIDE_WEIGHTINGS = ("count", "tfidf")
+WIDE_NGRAMS = (1, 2)
+WIDE_BUCKETS = 2**18
+"""Rows the pairs of adjacent tokens are hashed into with `wide_ngrams=2` (fastText's hashed word
+n-grams; 2^18 measured as good as 2^20 on many-label documents, docs/tasks.md)."""
+PAIR_HASH = 2_654_435_761
+"""A pair (a, b) of token ids goes to bucket (a * PAIR_HASH + b) mod buckets: Knuth's multiplicative
+hash constant (a prime near 2^32 / golden ratio), so (a, b) and (b, a) differ and neighbouring ids
+spread over the buckets; in int64 without overflow for vocabularies under 3e9."""
 POSITION_EMBEDDINGS = ("sinusoidal", "learned")
 
 
@@ -85,6 +93,8 @@ class TransformerClassifier(nn.Module):
         wide: bool = False,
         encoder_length: int | None = None,
         wide_weighting: str = "count",
+        wide_ngrams: int = 1,
+        wide_buckets: int = WIDE_BUCKETS,
     ) -> None:
         super().__init__()
         self.config: dict[str, Any] = dict(
@@ -113,6 +123,9 @@ class TransformerClassifier(nn.Module):
             self.config["wide_weighting"] = wide_weighting
         if encoder_length is not None:
             self.config["encoder_length"] = int(encoder_length)
+        if wide_ngrams != 1:
+            self.config["wide_ngrams"] = int(wide_ngrams)
+            self.config["wide_buckets"] = int(wide_buckets)
         self.encoder_length = self.config.get("encoder_length")
         _validate(self.config)
         self.pooling = pooling
@@ -151,15 +164,20 @@ class TransformerClassifier(nn.Module):
         # The wide branch: one weight per (token, class), a linear bag-of-tokens model summed into
         # the logits (Wide & Deep, Cheng et al. 2016). Zero at the start: the model begins as
         # the encoder alone. Padding's row stays zero (padding_idx) and is masked out anyway.
-        self.wide = nn.Embedding(vocab_size, num_classes, padding_idx=pad_token_id) if wide else None
+        # With wide_ngrams=2 the table has a row per hash bucket of adjacent-token pairs after the
+        # vocabulary's rows (`wide_terms`).
+        self.wide_ngrams = self.config.get("wide_ngrams", 1)
+        self.wide_buckets = self.config.get("wide_buckets", 0)
+        self.wide_rows = vocab_size + (self.wide_buckets if self.wide_ngrams == 2 else 0)
+        self.wide = nn.Embedding(self.wide_rows, num_classes, padding_idx=pad_token_id) if wide else None
         if self.wide is not None:
             nn.init.zeros_(self.wide.weight)
-        # `tfidf` weighting: each token's inverse document frequency in the training texts, set
-        # before training (tfm_cls.wide.set_idf); 0 for a token never seen there, which then adds
+        # `tfidf` weighting: each term's inverse document frequency in the training texts, set
+        # before training (tfm_cls.wide.set_idf); 0 for a term never seen there, which then adds
         # nothing to a text's bag, as a word outside a TF-IDF vocabulary.
         self.wide_weighting = self.config.get("wide_weighting", "count")
         if self.wide_weighting == "tfidf":
-            self.register_buffer("wide_idf", torch.ones(vocab_size))
+            self.register_buffer("wide_idf", torch.ones(self.wide_rows))
 
     def encode(
         self, input_ids: Tensor, attention_mask: Tensor | None = None, token_type_ids: Tensor | None = None
@@ -206,28 +224,41 @@ class TransformerClassifier(nn.Module):
 
     def wide_logits(self, input_ids: Tensor, attention_mask: Tensor | None = None) -> Tensor:
         """The bag-of-tokens branch: input_ids [B, T] -> [B, num_classes], the sum over the text's
-        tokens of each token's class weights times its share of the bag (`wide_token_weights`)."""
-        weights = self.wide(input_ids)  # [B, T, C]
-        share = self.wide_token_weights(input_ids, attention_mask)  # [B, T]
+        terms (`wide_terms`) of each term's class weights times its share of the bag (`wide_shares`)."""
+        terms, keep = self.wide_terms(input_ids, attention_mask)  # [B, N]
+        weights = self.wide(terms)  # [B, N, C]
+        share = self.wide_shares(terms, keep)  # [B, N]
         return (weights * share.unsqueeze(-1)).sum(dim=1)  # [B, C]
 
-    def wide_token_weights(self, input_ids: Tensor, attention_mask: Tensor | None = None) -> Tensor:
-        """What each position adds to the text's bag of tokens, input_ids [B, T] -> [B, T] (0 at
-        padding); the weights of a token's positions sum to its value in the bag.
-        `count`: 1 / sqrt(the number of tokens), an L2-normalised bag of one-hot tokens.
-        `tfidf`: scikit-learn's TfidfVectorizer(sublinear_tf=True) over the tokens, the value of a
-        token (1 + log tf) * idf, the bag L2-normalised; a position holds 1 / tf of its token's
-        value. The term frequencies come from comparing every position with every other
-        ([B, T, T]), which exports to ONNX as plain tensor ops."""
+    def wide_terms(self, input_ids: Tensor, attention_mask: Tensor | None = None) -> tuple[Tensor, Tensor]:
+        """What the bag counts: input_ids [B, T] -> (terms [B, N] int64, keep [B, N] bool, False at
+        padding). The tokens (N = T) and, with wide_ngrams=2, also each pair of adjacent tokens,
+        hashed into one of wide_buckets rows after the vocabulary's (N = 2T - 1): the word
+        bigrams of a TF-IDF n-gram model, in fastText's hashed form."""
         keep = torch.ones_like(input_ids, dtype=torch.bool) if attention_mask is None else attention_mask != 0
-        keep_f = keep.to(self.wide.weight.dtype)  # [B, T]
+        if self.wide_ngrams == 1:
+            return input_ids, keep
+        pairs = (input_ids[:, :-1] * PAIR_HASH + input_ids[:, 1:]) % self.wide_buckets  # [B, T-1]
+        terms = torch.cat([input_ids, pairs + self.config["vocab_size"]], dim=1)  # [B, 2T-1]
+        return terms, torch.cat([keep, keep[:, :-1] & keep[:, 1:]], dim=1)
+
+    def wide_shares(self, terms: Tensor, keep: Tensor) -> Tensor:
+        """What each term position adds to the text's bag, terms / keep [B, N] (`wide_terms`) ->
+        [B, N] (0 where not kept); the shares of a term's positions sum to its value in the bag.
+        `count`: 1 / sqrt(the number of terms), an L2-normalised bag of one-hot terms.
+        `tfidf`: scikit-learn's TfidfVectorizer(sublinear_tf=True) over the terms, the value of a
+        term (1 + log tf) * idf, the bag L2-normalised; a position holds 1 / tf of its term's
+        value. The term frequencies are counted by a scatter-add into a [B, rows] table (ONNX
+        ScatterElements): linear in the length, where comparing every position with every other
+        cost 40x more at 1,000 tokens."""
+        keep_f = keep.to(self.wide.weight.dtype)  # [B, N]
         if self.wide_weighting == "count":
             return keep_f / keep_f.sum(dim=1, keepdim=True).clamp_min(1.0).sqrt()
-        same = (input_ids.unsqueeze(2) == input_ids.unsqueeze(1)).to(keep_f.dtype)  # [B, T, T]
-        tf = (same * keep_f.unsqueeze(1)).sum(dim=2).clamp_min(1.0)  # [B, T] count of this position's token
-        value = (1.0 + torch.log(tf)) * self.wide_idf[input_ids] * keep_f  # [B, T] the token's value
+        counts = torch.zeros(terms.shape[0], self.wide_rows, dtype=keep_f.dtype, device=terms.device)  # [B, rows]
+        tf = counts.scatter_add(1, terms, keep_f).gather(1, terms).clamp_min(1.0)  # [B, N] this position's term count
+        value = (1.0 + torch.log(tf)) * self.wide_idf[terms] * keep_f  # [B, N] the term's value
         norm = (value * value / tf).sum(dim=1, keepdim=True).sqrt().clamp_min(1e-12)  # [B, 1] the bag's L2 norm
-        return value / tf / norm  # [B, T]
+        return value / tf / norm  # [B, N]
 
     def forward(
         self, input_ids: Tensor, attention_mask: Tensor | None = None, token_type_ids: Tensor | None = None
@@ -246,6 +277,13 @@ class TransformerClassifier(nn.Module):
                 raise ValueError(
                     f"{name} must have the shape of input_ids {list(input_ids.shape)}, got {list(t.shape)}"
                 )
+
+
+def token_limit(config: dict[str, Any]) -> int | None:
+    """The most tokens a model of this config can read: its positional encoding's size, or None
+    (no limit) when the encoder reads only the first `encoder_length` tokens and the wide branch,
+    which has no positions, the rest."""
+    return None if config.get("encoder_length") is not None else int(config["max_len"])
 
 
 def _validate(config: dict[str, Any]) -> None:
@@ -269,6 +307,12 @@ def _validate(config: dict[str, Any]) -> None:
     if weighting not in WIDE_WEIGHTINGS or (weighting != "count" and not config.get("wide")):
         raise ValueError(f"TransformerClassifier: wide_weighting must be one of {list(WIDE_WEIGHTINGS)} (and needs "
                          f"wide=True), got {weighting!r}")
+    ngrams = config.get("wide_ngrams", 1)
+    if ngrams not in WIDE_NGRAMS or (ngrams != 1 and not config.get("wide")):
+        raise ValueError(f"TransformerClassifier: wide_ngrams must be one of {list(WIDE_NGRAMS)} (and needs wide=True), "
+                         f"got {ngrams!r}")
+    if ngrams == 2 and not (isinstance(config.get("wide_buckets"), int) and config["wide_buckets"] >= 1):
+        raise ValueError(f"TransformerClassifier: wide_buckets must be a positive integer, got {config.get('wide_buckets')!r}")
     length = config.get("encoder_length")
     if length is not None and not (config.get("wide") and 2 <= int(length) <= int(config["max_len"])):
         raise ValueError(

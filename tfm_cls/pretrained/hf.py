@@ -283,6 +283,8 @@ def classifier_from_hf(source: str, model_cfg: Any, num_classes: int) -> tuple[t
         wide=bool(getattr(model_cfg, "wide", False)),  # the bag-of-tokens branch is new, as the head
         encoder_length=getattr(model_cfg, "encoder_length", None),
         wide_weighting=getattr(model_cfg, "wide_weighting", "count"),
+        wide_ngrams=getattr(model_cfg, "wide_ngrams", 1),
+        wide_buckets=getattr(model_cfg, "wide_buckets", 2**18),
     )
     result = model.load_state_dict(encoder_state, strict=False)
     new = sorted(k for k in result.missing_keys if not k.startswith(("head.", "wide.", "wide_idf")))

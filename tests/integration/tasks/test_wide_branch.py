@@ -126,7 +126,7 @@ def test_tfidf_bags_are_scikit_learns_sublinear_tfidf_of_the_tokens():
     assert bags == pytest.approx(expected, abs=1e-6)
     # a text of unseen tokens has an empty bag (no NaN from its zero norm); padding changes nothing
     ids = torch.tensor([[20, 21, 0, 0], [5, 5, 7, 0]])
-    shares = model.wide_token_weights(ids, (ids != 0).long())
+    shares = model.wide_shares(*model.wide_terms(ids, (ids != 0).long()))
     assert torch.isfinite(shares).all() and shares[0].abs().max() == 0
     with pytest.raises(ValueError, match="wide_weighting must be one of"):
         TransformerClassifier(vocab_size=40, num_classes=3, d_model=16, nhead=2, num_layers=1, dim_feedforward=32,
@@ -146,7 +146,7 @@ def test_the_warm_start_is_scikit_learns_logistic_regression_on_the_bags():
     set_idf(model, split)
     head = SingleLabelHead()
     bags = bag_matrix(model, split)
-    weights, bias = _fit(bags, torch.from_numpy(labels), head, torch.zeros(3), c=0.8)
+    weights, bias = _fit(bags, torch.from_numpy(labels), head.loss, torch.zeros(3), c=0.8)
     reference = LogisticRegression(C=0.8, tol=1e-8, max_iter=5000)
     reference.fit(bags.to_dense().numpy(), labels)
     ours = torch.softmax(bags @ weights + bias, -1).numpy()
@@ -172,6 +172,10 @@ def test_warm_start_fits_the_branch_and_the_bias_and_picks_c_on_validation():
         wide = model.wide_logits(torch.tensor(val_rows)) + model.head.bias  # the branch alone, as fitted
     assert (wide.argmax(-1).numpy() == val_labels).mean() > 0.9
     assert model.wide.weight[0].abs().max() == 0  # padding's row stays zero
+    # the model starts as the fitted branch: the encoder's head adds nothing until it learns
+    with torch.no_grad():
+        assert model.head.weight.abs().max() == 0
+        assert torch.allclose(model.eval()(torch.tensor(val_rows)), wide, atol=1e-6)
 
     # the offsets turn the in-sample logits into out-of-fold ones: a fold's rows get the logits of
     # a branch fitted on the other folds, which are worse on them than the full branch's
@@ -183,7 +187,7 @@ def test_warm_start_fits_the_branch_and_the_bias_and_picks_c_on_validation():
     held = torch.randperm(90, generator=torch.Generator().manual_seed(0))[0::5]
     kept = torch.tensor(sorted(set(range(90)) - set(held.tolist())))
     dense = bags.to_dense()
-    weights, bias = _fit(dense[kept].to_sparse_csr(), targets[kept], head, torch.zeros(3), chosen["C"])
+    weights, bias = _fit(dense[kept].to_sparse_csr(), targets[kept], head.loss, torch.zeros(3), chosen["C"])
     # (softmax probabilities: a constant added to every class's bias changes no loss)
     assert torch.softmax(dense[held] @ weights + bias, -1).numpy() == pytest.approx(
         torch.softmax(oof[held], -1).numpy(), abs=2e-3)
@@ -195,11 +199,16 @@ def test_warm_start_fits_the_branch_and_the_bias_and_picks_c_on_validation():
     assert counted.wide.weight.abs().max() == 0
 
 
-def test_a_tfidf_warm_started_run_exports_and_the_runtime_gives_its_scores(tmp_path, ml_data):
+# the second: the many-labels preset's branch (hashed pairs, the squared-hinge fit), reading 24
+# tokens where the encoder's positions stop at 8
+@pytest.mark.parametrize("extra", [(), ("model.wide_ngrams=2", "model.wide_buckets=512", "train.wide_loss=squared_hinge",
+                                        "model.encoder_length=8", "model.max_len=8", "tokenizer.max_length=24")],
+                         ids=["tokens", "pairs-hinge"])
+def test_a_tfidf_warm_started_run_exports_and_the_runtime_gives_its_scores(tmp_path, ml_data, extra):
     run = tmp_path / "run"
     cfg = load_config(ClassifierConfig, None, T.overrides(ml_data, run, *T.MULTI_LABEL, "model.wide=true",
                                                            "model.wide_weighting=tfidf", "train.wide_warm_start=true",
-                                                           "train.epochs=1"))
+                                                           "train.epochs=1", *extra))
     metrics = train(cfg)
     assert metrics["test"]["micro_f1"] > 0.8  # one epoch: the warm start did the work
     loaded = R.load_run(run)
@@ -209,7 +218,7 @@ def test_a_tfidf_warm_started_run_exports_and_the_runtime_gives_its_scores(tmp_p
     path = export_run(run)
     report = verify(loaded.model, path)
     assert report.ok and report.worst_diff < 1e-4
-    texts = ["cat dog soup soup soup", "rice tea the of " * 3, "zzzz unknownword"]
+    texts = ["cat dog soup soup soup", "rice tea the of " * 3, "zzzz unknownword", "soup"]
     runtime, _, _ = Classifier(path).classify(texts)
     torch_logits, _, _ = texts_logits(loaded, texts)
     assert runtime == pytest.approx(sigmoid(torch_logits), abs=1e-5)
@@ -235,9 +244,130 @@ def test_a_tfidf_warm_started_run_exports_and_the_runtime_gives_its_scores(tmp_p
 
 @pytest.mark.parametrize("override, message", [
     ("model.wide_weighting=tfidf", "model.wide_weighting=tfidf: needs model.wide: true"),
+    ("model.wide_ngrams=2", "model.wide_ngrams=2: expected 1 or 2, and 2 needs model.wide: true"),
+    ("train.wide_loss=squared_hinge", "train.wide_loss=squared_hinge is a loss of the warm start's fit of one-vs-rest "
+                                      "labels: it needs train.wide_warm_start: true and data.task: multi_label"),
     ("train.wide_warm_start=true", "train.wide_warm_start fits the bag-of-tokens branch: it needs model.wide: true"),
     ("model.wide_weighting=idf", "wide_weighting"),
 ])
 def test_wide_options_without_the_branch_are_one_clear_error(override, message):
     with pytest.raises(Exception, match=message):
         load_config(ClassifierConfig, None, [override])
+
+
+def _pair_model(vocab_size=40, buckets=4096):
+    return TransformerClassifier(vocab_size=vocab_size, num_classes=3, d_model=16, nhead=2, num_layers=1,
+                                 dim_feedforward=32, max_len=16, wide=True, wide_weighting="tfidf", wide_ngrams=2,
+                                 wide_buckets=buckets)
+
+
+def test_bigram_bags_are_scikit_learns_sublinear_1_2_gram_tfidf_with_hashed_pairs():
+    from sklearn.feature_extraction.text import TfidfVectorizer
+
+    from tfm_cls.model.classifier import PAIR_HASH
+
+    docs = [[1, 5, 6, 5, 6, 7, 2], [1, 9, 9, 9, 2], [1, 3, 4, 2], [5, 6, 3], [8]]
+    model = _pair_model()
+    split = _split(docs, [0] * len(docs))
+    set_idf(model, split)
+    vectorizer = TfidfVectorizer(sublinear_tf=True, analyzer=lambda d: [str(t) for t in d] + [
+        f"{a} {b}" for a, b in zip(d, d[1:])]).fit(docs)
+
+    def row(term):  # a token's row, or its pair's hash bucket after the vocabulary
+        a, _, b = term.partition(" ")
+        return int(a) if not b else 40 + (int(a) * PAIR_HASH + int(b)) % 4096
+
+    rows = {term: row(term) for term in vectorizer.vocabulary_}
+    assert len(set(rows.values())) == len(rows)  # no two terms of these texts share a bucket
+    expected = np.zeros((len(docs), model.wide_rows))
+    dense = vectorizer.transform(docs).toarray()
+    for term, column in vectorizer.vocabulary_.items():
+        expected[:, rows[term]] = dense[:, column]
+        assert model.wide_idf[rows[term]].item() == pytest.approx(vectorizer.idf_[column], rel=1e-6)
+    assert model.wide_idf.count_nonzero() == len(rows)  # every other row: outside the vocabulary
+    assert bag_matrix(model, split).to_dense().numpy() == pytest.approx(expected, abs=1e-6)
+    # (a, b) and (b, a) are different pairs; padding makes no pair; the logits are the bag's product
+    with torch.no_grad():
+        model.wide.weight.normal_(generator=torch.Generator().manual_seed(0))
+    ids = torch.tensor([[1, 5, 6, 5, 6, 7, 2, 0, 0], [8, 0, 0, 0, 0, 0, 0, 0, 0]])
+    terms, keep = model.wide_terms(ids, (ids != 0).long())
+    assert terms.shape == (2, 17) and keep.sum(1).tolist() == [13, 1]
+    assert terms[0, 9] != terms[0, 10]  # (5, 6) then (6, 5)
+    logits = model.wide_logits(ids, (ids != 0).long()).detach().numpy()
+    table = model.wide.weight.detach().numpy()
+    assert logits == pytest.approx(np.stack([expected[0] @ table, expected[4] @ table]), abs=1e-5)
+    with pytest.raises(ValueError, match="wide_ngrams must be one of"):
+        TransformerClassifier(vocab_size=40, num_classes=3, d_model=16, nhead=2, num_layers=1, dim_feedforward=32,
+                              wide=True, wide_ngrams=3)
+
+
+def test_platt_turns_margins_into_log_odds_and_a_constant_label_gets_a_fixed_margin():
+    from tfm_cls.wide import _fit_svm, platt
+
+    rng = np.random.default_rng(0)
+    # Platt: scores whose true log-odds are 2 * s - 1 give back that scale and shift
+    scores = torch.from_numpy(rng.normal(size=(20_000, 2)).astype(np.float32))
+    drawn = torch.from_numpy((rng.random((20_000, 2)) < 1 / (1 + np.exp(-(2 * scores.numpy() - 1)))).astype(np.float32))
+    scale, shift = platt(scores, drawn)
+    assert scale.numpy() == pytest.approx([2.0, 2.0], abs=0.1) and shift.numpy() == pytest.approx([-1.0, -1.0], abs=0.1)
+    # one LinearSVC a label; a label never (or always) on cannot be fitted: zero weights, margin -1 (+1)
+    bags = torch.eye(6)[[0, 1, 2, 3, 4, 5, 0, 1]].to_sparse_csr()
+    targets = torch.tensor([[1, 0, 1], [1, 0, 1], [1, 0, 1], [0, 0, 1], [0, 0, 1], [0, 0, 1], [1, 0, 1], [1, 0, 1.]])
+    weights, bias = _fit_svm(bags, targets, c=1.0)
+    margins = bags.to_dense() @ weights + bias
+    assert (margins[:, 0] > 0).tolist() == (targets[:, 0] > 0).tolist()
+    assert weights[:, 1:].abs().max() == 0 and bias[1:].tolist() == [-1.0, 1.0]
+
+
+def test_a_squared_hinge_warm_start_leaves_a_branch_of_log_odds():
+    from tfm_cls.tasks import MultiLabelHead
+    from tfm_cls.wide import HINGE_C
+
+    rng = np.random.default_rng(3)
+
+    def rows_of(n):
+        labels = rng.integers(0, 3, n)
+        targets = np.eye(3, dtype=np.float32)[labels]
+        targets[::4, (labels[::4] + 1) % 3] = 1.0
+        rows = [[int(t) for t in np.concatenate([rng.integers(10 + 10 * y, 20 + 10 * y, 2),
+                                                 *(rng.integers(10 + 10 * z, 20 + 10 * z, 2) for z in np.flatnonzero(
+                                                     targets[i]) if z != y), rng.integers(1, 10, 5)])]
+                for i, y in enumerate(labels)]
+        return rows, targets
+
+    (train_rows, train_targets), (val_rows, val_targets) = rows_of(120), rows_of(60)
+    train_split, head = _split(train_rows, train_targets), MultiLabelHead()
+    model = _pair_model()
+    set_idf(model, train_split)
+    offsets, chosen = warm_start(model, head, train_split, _split(val_rows, val_targets), "micro_f1", ["a", "b", "c"],
+                                 loss="squared_hinge")
+    assert chosen["C"] in HINGE_C and chosen["validation_score"] > 0.9
+    with torch.no_grad():
+        width = max(map(len, val_rows))
+        ids = torch.tensor([r + [0] * (width - len(r)) for r in val_rows])
+        probabilities = torch.sigmoid(model.wide_logits(ids, (ids != 0).long()) + model.head.bias).numpy()
+    assert ((probabilities > 0.5) == (val_targets > 0)).mean() > 0.9
+    # log-odds, not margins: the mean probability of each label is near its frequency
+    assert probabilities.mean(0) == pytest.approx(val_targets.mean(0), abs=0.1)
+    # the offsets are out-of-fold minus in-sample: out of fold, the fit is worse on its rows
+    bags = bag_matrix(model, train_split)
+    with torch.no_grad():
+        in_sample = bags @ model.wide.weight.detach() + model.head.bias
+    targets = torch.from_numpy(train_targets)
+    assert offsets.shape == (120, 3) and head.loss(in_sample + torch.from_numpy(offsets), targets) > head.loss(
+        in_sample, targets)
+
+
+def test_with_encoder_length_the_texts_may_be_longer_than_the_positions():
+    from tfm_cls.model.classifier import token_limit
+
+    with pytest.raises(Exception, match="tokenizer.max_length=64 exceeds model.max_len=32"):
+        load_config(ClassifierConfig, None, ["model.max_len=32", "tokenizer.max_length=64"])
+    cfg = load_config(ClassifierConfig, None, ["model.max_len=32", "tokenizer.max_length=64", "model.wide=true",
+                                               "model.encoder_length=16"])
+    assert cfg.tokenizer.max_length == 64
+    model = TransformerClassifier(vocab_size=30, num_classes=3, d_model=16, nhead=2, num_layers=1, dim_feedforward=32,
+                                  max_len=8, wide=True, encoder_length=8)
+    assert token_limit(model.config) is None and token_limit(_model().config) == 16
+    with torch.no_grad():  # 40 tokens: the encoder reads 8 of them, the branch all 40
+        assert model(torch.randint(1, 30, (2, 40))).shape == (2, 3)
