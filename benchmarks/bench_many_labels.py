@@ -5,6 +5,9 @@ multi-label presets before / after the prior initialisation against TF-IDF one-v
     python benchmarks/bench_many_labels.py run --datasets longtail,go_emotions \\
         --variants before,after --minutes 15                                      # the comparison
     python benchmarks/bench_many_labels.py run --variants many-labels --steps 250   # a budget in steps
+    python benchmarks/bench_many_labels.py compare --runs RUN[,RUN] --baselines tfidf-ovr-svm
+        # finished runs against the baselines on the same test documents: the micro-F1 difference
+        # with its 95 % paired-bootstrap interval (is a gap larger than the test set can resolve?)
 
 The long-tailed set ("longtail"): every document is 1-3 sections, each section several texts of
 one label of one shared single-label set (ag_news topics, trec question types, sst2 / mr_polarity
@@ -234,7 +237,8 @@ def minilm_pieces():
     return lambda text: tokenizer.encode(text, add_special_tokens=False).tokens
 
 
-def tfidf_ovr_svm(train: Split, validation: Split, test: Split, tokens: str = "words") -> dict:
+def tfidf_ovr_svm(train: Split, validation: Split, test: Split, tokens: str = "words",
+                  keep_predictions: bool = False) -> dict:
     """One-vs-rest LinearSVC on 1-2-gram TF-IDF of the words (tfm_cls.baseline_features, the
     report's: each CJK character a word) or (`tokens="pieces"`, system
     `tfidf-ovr-svm-pieces`) of the packaged MiniLM's word pieces, the tokens our models read; C and
@@ -266,9 +270,10 @@ def tfidf_ovr_svm(train: Split, validation: Split, test: Split, tokens: str = "w
             best = (score["micro_f1"], c, model, thresholds)
     fit_minutes = (time.perf_counter() - start) / 60
     _, c, model, thresholds = best
-    m = multi_label_metrics(test.labels, MultiLabel(thresholds=thresholds).predicted(model.decision_function(
-        vec.transform(test.texts))), names)
-    return {"system": "tfidf-ovr-svm" + ("-pieces" if tokens == "pieces" else ""), "micro_f1": m["micro_f1"],
+    predicted = MultiLabel(thresholds=thresholds).predicted(model.decision_function(vec.transform(test.texts)))
+    m = multi_label_metrics(test.labels, predicted, names)
+    return {**({"predicted": predicted} if keep_predictions else {}),
+            "system": "tfidf-ovr-svm" + ("-pieces" if tokens == "pieces" else ""), "micro_f1": m["micro_f1"],
             "macro_f1": m["macro_f1"],
             "subset_accuracy": m["subset_accuracy"], "validation_micro_f1": best[0], "train_minutes": fit_minutes,
             "C": c}
@@ -301,6 +306,54 @@ def run_variant(name: str, folder: Path, out: Path, minutes: float | None, extra
                                 if line.strip().startswith("max_length:")), None)}
 
 
+def run_predictions(run_dir: Path, texts: list[str]) -> np.ndarray:
+    """Multi-hot test predictions [N, labels] of a finished run, its thresholds and ensure_label as saved."""
+    from tfm_cls.predict import run_head, texts_logits
+    from tfm_cls.runs import load_run
+
+    run = load_run(run_dir)
+    logits, _, _ = texts_logits(run, texts)
+    return run_head(run).predict(logits)
+
+
+def paired_bootstrap(targets: np.ndarray, predicted_a: np.ndarray, predicted_b: np.ndarray, draws: int = 2000,
+                     seed: int = 0) -> dict:
+    """micro-F1 of a minus that of b on the same documents, and its 95 % interval over `draws`
+    resamplings of the documents with replacement (both systems scored on each resample)."""
+    def counts(predicted: np.ndarray) -> np.ndarray:  # [N, 3] true positives, false positives, false negatives
+        return np.stack([(predicted & targets).sum(1), (predicted & ~targets).sum(1), (~predicted & targets).sum(1)], 1)
+
+    targets = targets.astype(bool)
+    a, b = counts(predicted_a.astype(bool)), counts(predicted_b.astype(bool))
+
+    def micro_f1(c: np.ndarray) -> np.ndarray:  # c [..., 3] summed counts
+        return 2 * c[..., 0] / np.maximum(2 * c[..., 0] + c[..., 1] + c[..., 2], 1)
+
+    idx = np.random.default_rng(seed).integers(0, len(targets), (draws, len(targets)))  # [draws, N]
+    diff = micro_f1(a[idx].sum(1)) - micro_f1(b[idx].sum(1))  # [draws]
+    return {"difference": float(micro_f1(a.sum(0)) - micro_f1(b.sum(0))), "low": float(np.percentile(diff, 2.5)),
+            "high": float(np.percentile(diff, 97.5)), "draws": draws}
+
+
+def compare(folder: Path, runs: list[Path], baselines: list[str]) -> list[dict]:
+    """Each finished run against each baseline on `folder`'s test documents (module docstring)."""
+    splits = read_splits(folder)
+    test = splits["test"]
+    systems = {str(run): run_predictions(run, test.texts) for run in runs}
+    for name in baselines:
+        systems[name] = tfidf_ovr_svm(splits["train"], splits["validation"], test,
+                                      tokens="pieces" if name.endswith("-pieces") else "words",
+                                      keep_predictions=True)["predicted"]
+    rows = []
+    for run in map(str, runs):
+        for name in baselines:
+            gap = paired_bootstrap(test.labels, systems[run], systems[name])
+            rows.append({"run": run, "baseline": name, **gap})
+            print(f"{run[-50:]:50} - {name:22} micro-F1 {gap['difference']:+.4f} "
+                  f"(95 % interval {gap['low']:+.4f} .. {gap['high']:+.4f})", flush=True)
+    return rows
+
+
 def format_table(rows: list[dict]) -> str:
     lines = [f"{'dataset':<12} {'system':<20} {'micro-F1':>9} {'macro-F1':>9} {'subset':>7} {'min':>6} {'cpu':>6} "
              f"{'steps':>6} {'len':>4}"]
@@ -318,7 +371,8 @@ def format_table(rows: list[dict]) -> str:
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("command", choices=("build", "run"))
+    parser.add_argument("command", choices=("build", "run", "compare"))
+    parser.add_argument("--runs", default="", help="compare: finished run directories, comma-separated")
     parser.add_argument("--data-root", type=Path, default=DATA_ROOT)
     parser.add_argument("--longtail", type=Path, default=Path("/tmp/tfm_cls-longtail"),
                         help="where the long-tailed set is (built there when missing)")
@@ -342,6 +396,16 @@ def main(argv: list[str] | None = None) -> int:
     rows = []
     stamp = datetime.datetime.now().strftime("%Y%m%d-%H%M%S")
     args.out.mkdir(parents=True, exist_ok=True)
+    if args.command == "compare":
+        dataset = args.datasets.split(",")[0]
+        folder = args.longtail if dataset == "longtail" else args.data_root / dataset
+        gaps = compare(folder, [Path(r) for r in args.runs.split(",") if r],
+                       [b for b in args.baselines.split(",") if b.startswith("tfidf-ovr-svm")])
+        result_file = args.out / f"many-labels-compare-{stamp}.json"
+        result_file.write_text(json.dumps({"dataset": dataset, "gaps": gaps, "argv": sys.argv}, indent=1),
+                               encoding="utf-8")
+        print(f"wrote {result_file}")
+        return 0
     result_file = args.out / f"many-labels-{stamp}.json"
     for dataset in args.datasets.split(","):
         folder = args.longtail if dataset == "longtail" else args.data_root / dataset
