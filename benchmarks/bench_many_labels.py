@@ -286,11 +286,13 @@ def run_variant(name: str, folder: Path, out: Path, minutes: float | None, extra
 
     preset, overrides = VARIANTS[name]
     run_dir = out / "runs" / f"{folder.name}-{name}"
-    overrides = [f"data.path={folder}", f"run_dir={run_dir}", "train.progress=false", *overrides, *extra]
+    budget = []
     if steps is not None:  # a budget in steps: the same work on a quiet or a shared machine
-        overrides += [f"train.max_steps={steps}", "train.max_minutes=null"]
+        budget = [f"train.max_steps={steps}", "train.max_minutes=null"]
     elif minutes is not None:
-        overrides.append(f"train.max_minutes={minutes}")
+        budget = [f"train.max_minutes={minutes}"]
+    # the variant's own settings after the budget (many-labels-warm-only's max_steps=1 wins), --set last
+    overrides = [f"data.path={folder}", f"run_dir={run_dir}", "train.progress=false", *budget, *overrides, *extra]
     cfg = load_config(ClassifierConfig, [ROOT / "configs" / "cls" / f"{preset}.yaml"], overrides)
     cpu_start = time.process_time()
     metrics = train(cfg, overwrite=True)
