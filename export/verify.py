@@ -40,6 +40,7 @@ from tfm_cls.export.spec import ExportSpec
 from torch import Tensor, nn
 
 from tfm_cls.errors import InferenceError, StaleExportError
+from tfm_cls.model.classifier import token_limit
 from tfm_cls.runtime.metadata import KEYS, ExportMetadata, read_props, stale_export_problem
 
 logger = logging.getLogger(__name__)
@@ -425,10 +426,9 @@ def verify(
     check_axes(cpu_session, spec, config, report)
 
     export_sizes = meta.export_sizes or EXPORT_SIZES
-    # the longest input: the positional encoding's size, or the export's max_length for a wide
-    # model whose encoder reads the first encoder_length tokens (it takes more than its positions)
-    beyond = config.get("encoder_length") is not None and meta.max_length is not None
-    longest = int(meta.max_length if beyond else config["max_len"])
+    # the longest input: what the model can read (token_limit), else, for a wide model whose
+    # encoder reads only its first tokens, the export's max_length
+    longest = token_limit(config) or int(meta.max_length or config["max_len"])
     cases = cases or default_cases(spec, export_sizes, longest, seed)
     for provider in available_providers(providers, report):
         try:
