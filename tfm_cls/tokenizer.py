@@ -10,6 +10,7 @@ deployment needs.
 from __future__ import annotations
 
 import dataclasses
+import json
 import logging
 import math
 import typing
@@ -260,3 +261,50 @@ def text_encoder(tokenizer: Tokenizer, policy: LongText, max_length: int | None 
         return TextEncoder(tokenizer, max_length or max_length_of(tokenizer), policy)
     except InferenceError as err:
         raise ConfigError(f"tokenizer: {err}") from None
+
+
+# ---- a pretrained vocabulary extended with the characters it cannot read ---------------------------
+
+
+def unknown_characters(tokenizer: Tokenizer, texts: Sequence[str], min_count: int = 2) -> list[str]:
+    """The characters of `texts` a WordPiece vocabulary reads only as [UNK], most frequent first
+    (ties in code-point order), each seen at least `min_count` times; in the tokenizer's normalised
+    form (lowercased, accents stripped where it does so). [] for a tokenizer with no [UNK]."""
+    unk_id = tokenizer.token_to_id(UNK)
+    if unk_id is None:
+        return []
+    vocab = tokenizer.get_vocab()
+    probe = Tokenizer.from_str(tokenizer.to_str())
+    probe.no_truncation()
+    probe.no_padding()
+    counts: dict[str, int] = {}
+    for text, encoding in zip(texts, probe.encode_batch(list(texts), add_special_tokens=False)):
+        for token_id, (start, end) in zip(encoding.ids, encoding.offsets):
+            if token_id != unk_id:
+                continue
+            span = text[start:end]
+            if tokenizer.normalizer is not None:
+                span = tokenizer.normalizer.normalize_str(span)
+            for char in span:
+                if not char.isspace() and char not in vocab:
+                    counts[char] = counts.get(char, 0) + 1
+    return sorted((c for c, n in counts.items() if n >= min_count), key=lambda c: (-counts[c], c))
+
+
+def extend_vocabulary(tokenizer: Tokenizer, characters: Sequence[str]) -> Tokenizer:
+    """A copy of a WordPiece tokenizer whose vocabulary also holds each of `characters`, as a word
+    and as a `##` continuation (ids after the existing ones, in the order given), so a text's
+    characters that read as [UNK] before get tokens of their own."""
+    spec = json.loads(tokenizer.to_str())
+    model = spec["model"]
+    if model.get("type") != "WordPiece":
+        raise ConfigError(f"tokenizer.extend_vocab needs a WordPiece vocabulary, this tokenizer is {model.get('type')}")
+    vocab: dict[str, int] = model["vocab"]
+    prefix = model.get("continuing_subword_prefix", "##")
+    next_id = max(vocab.values()) + 1
+    for char in characters:
+        for token in (char, prefix + char):
+            if token not in vocab:
+                vocab[token] = next_id
+                next_id += 1
+    return Tokenizer.from_str(json.dumps(spec))

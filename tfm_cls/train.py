@@ -42,14 +42,17 @@ from tfm_cls.tasks import check_loss_weights, head_for
 from tfm_cls.tensorboard import TensorBoardSink
 from tfm_cls.tokenizer import (
     PAD_ID,
+    UNK,
     auto_max_length,
     configure_truncation,
+    extend_vocabulary,
     load_tokenizer,
     long_text_of,
     max_length_of,
     resolved_lengths,
     save_tokenizer,
     train_tokenizer,
+    unknown_characters,
 )
 from tfm_cls.wide import start_wide
 
@@ -110,6 +113,32 @@ def _wide_offsets(cfg: ClassifierConfig, model: nn.Module, task: ClassificationT
     return offsets
 
 
+def _vocabulary_texts(data: ClassificationData) -> list[str]:
+    """The training texts a vocabulary is built from: both sides of a pair."""
+    train_split = data.splits["train"]
+    texts = train_split["text"]
+    if "text_pair" in train_split.column_names:
+        texts = [*texts, *train_split["text_pair"]]
+    return list(texts)
+
+
+def _extended(model: nn.Module, tokenizer: Tokenizer, texts: list[str], limit: int,
+              env: D.DistEnv) -> tuple[nn.Module, Tokenizer]:
+    """`tokenizer.extend_vocab`: the checkpoint's vocabulary plus up to `limit` characters it reads
+    as [UNK] in the training texts, and the model's embedding grown to match."""
+    from tfm_cls.pretrained import with_vocabulary
+
+    unknown = D.on_main(env, unknown_characters, tokenizer, texts)
+    if not unknown:
+        logger.info("tokenizer.extend_vocab: every character of the training texts is in the vocabulary")
+        return model, tokenizer
+    extended = extend_vocabulary(tokenizer, unknown[:limit])
+    logger.info("tokenizer.extend_vocab: %d of %d characters read as [UNK] added (%s...); vocabulary %d -> %d",
+                min(limit, len(unknown)), len(unknown), "".join(unknown[:10]), tokenizer.get_vocab_size(),
+                extended.get_vocab_size())
+    return with_vocabulary(model, extended.get_vocab_size(), tokenizer.token_to_id(UNK)), extended
+
+
 def build_model_and_tokenizer(
     cfg: ClassifierConfig, data: ClassificationData, run_dir: Path, resume: bool, env: D.DistEnv | None = None,
 ) -> tuple[nn.Module, Tokenizer]:
@@ -126,16 +155,18 @@ def build_model_and_tokenizer(
         from tfm_cls.pretrained import load_pretrained
 
         model, tokenizer = load_pretrained(cfg.model.init_from, cfg.model, num_classes)
+        if cfg.tokenizer.extend_vocab:
+            model, tokenizer = _extended(model, tokenizer, _vocabulary_texts(data), cfg.tokenizer.extend_vocab, env)
         length = cfg.tokenizer.max_length
         if auto:
             length = D.on_main(env, auto_max_length, tokenizer, data.splits["train"]["text"], cfg.tokenizer,
                                token_limit(model.config))
         tokenizer = configure_truncation(tokenizer, length)
     else:
-        train_split = data.splits["train"]
-        texts = train_split["text"]
-        if "text_pair" in train_split.column_names:  # the vocabulary covers both sides of a pair
-            texts = [*texts, *train_split["text_pair"]]
+        texts = _vocabulary_texts(data)
+        if cfg.tokenizer.extend_vocab:
+            logger.warning("tokenizer.extend_vocab=%d is for a pretrained vocabulary (model.init_from); a "
+                           "tokenizer trained on the texts reads their characters already", cfg.tokenizer.extend_vocab)
         # `auto` lengths: the tokenizer (whose vocabulary does not depend on them) measures the
         # training texts, and the model's position table is sized to the length chosen.
         limit = None if cfg.model.max_len == "auto" or cfg.model.encoder_length is not None else cfg.model.max_len

@@ -139,6 +139,12 @@ class TokenizerConfig:
     et al. 2019 found head 128 + tail 382 best on IMDB). [CLS] and [SEP] are always kept."""
     head_fraction: float = 0.25
     """With `head+tail`: the share of the text-token budget taken from the head (rounded)."""
+    extend_vocab: int = 0
+    """With `model.init_from` (a WordPiece checkpoint): add up to this many characters that the
+    checkpoint's vocabulary reads only as [UNK] in the training texts (seen at least twice, most
+    frequent first; e.g. Chinese characters missing from an English vocabulary), each as a word
+    and as a `##` continuation token. Their embedding rows start as [UNK]'s; the wide branch gets
+    a weight of its own for each. 0: the vocabulary as the checkpoint has it."""
     stride: int | None = None
     """The windows a longer text is cut into, where it is windowed (`inference.chunk`,
     `train.window: random`): the tokens each window shares with the one before (as `stride` in
@@ -151,6 +157,7 @@ class TokenizerConfig:
             self.max_length == "auto" or self.max_length >= 3,
             f"tokenizer.max_length: expected >= 3 or auto, got {self.max_length}",
         )
+        require(self.extend_vocab >= 0, f"tokenizer.extend_vocab: expected >= 0, got {self.extend_vocab}")
         require(self.min_frequency >= 1, f"tokenizer.min_frequency: expected >= 1, got {self.min_frequency}")
         require(
             0.0 < self.length_percentile <= 100.0,

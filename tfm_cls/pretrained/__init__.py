@@ -11,6 +11,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
+import torch
 from tokenizers import Tokenizer
 
 from tfm_cls.config import ModelConfig
@@ -51,3 +52,19 @@ def load_pretrained(source: str, model_cfg: ModelConfig, num_classes: int) -> tu
     if kind == "pretrain":
         return classifier_from_pretraining_run(source, model_cfg, num_classes)
     return classifier_from_hf(source, model_cfg, num_classes)
+
+
+def with_vocabulary(model: TransformerClassifier, vocab_size: int, copy_id: int) -> TransformerClassifier:
+    """The same classifier for a vocabulary grown to `vocab_size` (`tokenizer.extend_vocab`): the
+    new embedding rows start as row `copy_id` (the [UNK] embedding, so the encoder reads a new
+    token as it read [UNK] until trained); the wide branch, fitted later, is rebuilt at the new size."""
+    old = model.config["vocab_size"]
+    if vocab_size <= old:
+        return model
+    grown = TransformerClassifier(**{**model.config, "vocab_size": vocab_size})
+    state = {k: v for k, v in model.state_dict().items() if not k.startswith(("wide.", "wide_idf"))}
+    table = state["token_embedding.embedding.weight"]  # [old, d_model]
+    state["token_embedding.embedding.weight"] = torch.cat([table, table[copy_id].expand(vocab_size - old, -1)])
+    missing = grown.load_state_dict(state, strict=False).missing_keys
+    assert all(k.startswith(("wide.", "wide_idf")) for k in missing), missing
+    return grown
