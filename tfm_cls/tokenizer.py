@@ -266,13 +266,20 @@ def text_encoder(tokenizer: Tokenizer, policy: LongText, max_length: int | None 
 # ---- a pretrained vocabulary extended with the characters it cannot read ---------------------------
 
 
+def _wordpiece_model(tokenizer: Tokenizer, spec: dict | None = None) -> dict:
+    """The `model` section of a WordPiece tokenizer's JSON; ConfigError for any other kind."""
+    model = (spec or json.loads(tokenizer.to_str()))["model"]
+    if model.get("type") != "WordPiece":
+        raise ConfigError(f"tokenizer.extend_vocab needs a WordPiece vocabulary, this tokenizer is {model.get('type')}")
+    return model
+
+
 def unknown_characters(tokenizer: Tokenizer, texts: Sequence[str], min_count: int = 2) -> list[str]:
     """The characters of `texts` a WordPiece vocabulary reads only as [UNK], most frequent first
     (ties in code-point order), each seen at least `min_count` times; in the tokenizer's normalised
-    form (lowercased, accents stripped where it does so). [] for a tokenizer with no [UNK]."""
-    unk_id = tokenizer.token_to_id(UNK)
-    if unk_id is None:
-        return []
+    form (lowercased, accents stripped where it does so). ConfigError for a vocabulary that is
+    not WordPiece (a byte-level BPE reads every character already)."""
+    unk_id = tokenizer.token_to_id(_wordpiece_model(tokenizer).get("unk_token", UNK))
     vocab = tokenizer.get_vocab()
     probe = Tokenizer.from_str(tokenizer.to_str())
     probe.no_truncation()
@@ -296,9 +303,7 @@ def extend_vocabulary(tokenizer: Tokenizer, characters: Sequence[str]) -> Tokeni
     and as a `##` continuation (ids after the existing ones, in the order given), so a text's
     characters that read as [UNK] before get tokens of their own."""
     spec = json.loads(tokenizer.to_str())
-    model = spec["model"]
-    if model.get("type") != "WordPiece":
-        raise ConfigError(f"tokenizer.extend_vocab needs a WordPiece vocabulary, this tokenizer is {model.get('type')}")
+    model = _wordpiece_model(tokenizer, spec)
     vocab: dict[str, int] = model["vocab"]
     prefix = model.get("continuing_subword_prefix", "##")
     next_id = max(vocab.values()) + 1

@@ -49,6 +49,8 @@ def test_a_byte_level_vocabulary_cannot_be_extended():
     bpe = train_tokenizer(ENGLISH, TokenizerConfig(kind="bpe", vocab_size=300, min_frequency=1, max_length=32))
     with pytest.raises(ConfigError, match="extend_vocab needs a WordPiece vocabulary, this tokenizer is BPE"):
         extend_vocabulary(bpe, ["猫"])
+    with pytest.raises(ConfigError, match="extend_vocab needs a WordPiece vocabulary, this tokenizer is BPE"):
+        unknown_characters(bpe, ["猫 猫"])
 
 
 @pytest.mark.parametrize("wide", [False, True])
