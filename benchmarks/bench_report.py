@@ -48,7 +48,7 @@ def _save(out_dir: Path, what: str, result: dict) -> Path:
 
 def ece_of_run(run_dir: Path) -> dict:
     """Fit T on the run's validation split, ECE / NLL of test before and after."""
-    from tfm_cls.calibration import calibration_summary, fit_temperature
+    from tfm_cls.calibration import calibrated_ece_noise, calibration_summary, fit_temperature, softmax
     from tfm_cls.data import load_data
     from tfm_cls.predict import run_head, texts_logits
     from tfm_cls.runs import load_run
@@ -71,24 +71,7 @@ def ece_of_run(run_dir: Path) -> dict:
             "label_smoothing": run.config.train.label_smoothing, "recorded_temperature": recorded,
             "temperature": t, "validation": calibration_summary(*split["validation"], t),
             "test": calibration_summary(*split["test"], t), "test_examples": len(split["test"][1]),
-            "test_ece_floor": calibrated_ece_floor(test_logits / t)}
-
-
-def calibrated_ece_floor(logits: np.ndarray, draws: int = 1000, seed: int = 0) -> dict:
-    """The ECE a perfectly calibrated model would show with these scores on this many texts: each
-    draw takes every text's label from the model's own (scaled) probabilities, so the scores are
-    calibrated by construction and all of the ECE measured is the sampling noise of 15 bins over
-    N texts. Median and 90th percentile over `draws`."""
-    from tfm_cls.calibration import expected_calibration_error, softmax
-
-    probs = softmax(np.asarray(logits, dtype=np.float64))  # [N, C]
-    rng = np.random.default_rng(seed)
-    cumulative = probs.cumsum(axis=1)
-    eces = []
-    for _ in range(draws):
-        labels = (rng.random((len(probs), 1)) > cumulative).sum(axis=1).clip(max=probs.shape[1] - 1)  # [N]
-        eces.append(expected_calibration_error(probs, labels))
-    return {"median": float(np.median(eces)), "p90": float(np.percentile(eces, 90)), "draws": draws}
+            "test_ece_floor": calibrated_ece_noise(softmax(test_logits / t), draws=1000)}
 
 
 def flip_labels(src: Path, dst: Path, share: float, seed: int) -> list[int]:

@@ -4,6 +4,8 @@
                                        (LBFGS on log T: temperature scaling, Guo et al. 2017)
     reliability(probs, targets)        15 equal-width confidence bins: count, accuracy, confidence
     expected_calibration_error(...)    ECE: the bins' |accuracy - confidence| weighted by their share
+    calibrated_ece_noise(probs)        the ECE perfectly calibrated scores would show on as many texts
+    accuracy_shift(...)                how many standard errors apart two splits' accuracies are
 
 Dividing every logit of a row by the same T > 0 keeps their order, so the argmax (the predicted
 label) is unchanged by construction; only how sure the scores say the model is changes. A run
@@ -30,6 +32,9 @@ logger = logging.getLogger(__name__)
 
 ECE_BINS = 15
 """Guo et al. 2017's bin count."""
+SHIFT_Z = 3.0
+"""Validation and evaluated accuracies this many standard errors apart (two-sided p ~ 0.003) say
+the split the temperature was fitted on does not represent the texts evaluated."""
 TEMPERATURE_RANGE = (0.05, 20.0)
 """Where a fitted T is clipped to: on a validation split the model gets entirely right the NLL
 keeps falling as T -> 0 (every score towards 1), and a model with one constant prediction sends
@@ -107,3 +112,30 @@ def calibration_summary(logits: np.ndarray, targets: np.ndarray, temperature: fl
     return {"nll_before": nll(logits, targets), "nll_after": nll(logits, targets, temperature),
             "ece_before": expected_calibration_error(before, targets),
             "ece_after": expected_calibration_error(after, targets)}
+
+
+def calibrated_ece_noise(probs: np.ndarray, bins: int = ECE_BINS, draws: int = 200, seed: int = 0) -> dict[str, Any]:
+    """The ECE that perfectly calibrated scores would show on this many texts: each draw takes
+    every text's label from its own probabilities [N, C], so the scores are calibrated by
+    construction and all the ECE measured is the sampling noise of `bins` bins over N texts (it
+    falls as 1 / sqrt(N)). Median and 90th percentile over `draws` (seeded)."""
+    probs = np.asarray(probs, dtype=np.float64)
+    if len(probs) == 0:
+        return {"median": 0.0, "p90": 0.0, "draws": draws}
+    rng = np.random.default_rng(seed)
+    cumulative = probs.cumsum(axis=1)  # [N, C]
+    eces = []
+    for _ in range(draws):
+        labels = (rng.random((len(probs), 1)) > cumulative).sum(axis=1).clip(max=probs.shape[1] - 1)  # [N]
+        eces.append(expected_calibration_error(probs, labels, bins))
+    return {"median": float(np.median(eces)), "p90": float(np.percentile(eces, 90)), "draws": draws}
+
+
+def accuracy_shift(accuracy_a: float, n_a: int, accuracy_b: float, n_b: int) -> float:
+    """(b - a) in standard errors of the difference of two independent accuracies (pooled
+    two-proportion z); 0.0 where either split is empty or both are all right / all wrong."""
+    if n_a <= 0 or n_b <= 0:
+        return 0.0
+    pooled = (accuracy_a * n_a + accuracy_b * n_b) / (n_a + n_b)
+    se = math.sqrt(pooled * (1.0 - pooled) * (1.0 / n_a + 1.0 / n_b))
+    return 0.0 if se == 0.0 else (accuracy_b - accuracy_a) / se

@@ -20,6 +20,7 @@ from typing import Any
 import yaml
 
 from tfm_cls import runs as R
+from tfm_cls.calibration import SHIFT_Z
 from tfm_cls.io import read_json, write_json, write_text
 
 logger = logging.getLogger(__name__)
@@ -191,6 +192,10 @@ def render_card(run_dir: str | Path) -> str:
                 c = calibration[split]
                 out.append(f"| {split} | {c['ece_before']:.4f} | {c['ece_after']:.4f} | {c['nll_before']:.4f} | "
                            f"{c['nll_after']:.4f} |")
+        shift = calibration.get("test", {}).get("accuracy_shift")
+        if shift is not None and abs(shift) >= SHIFT_Z:
+            out += ["", f"**Validation and test accuracy are {abs(shift):.1f} standard errors apart**: the validation "
+                    "split, where T was fitted, does not represent test, and T may not carry to it."]
     if (run_dir / R.REPORT_HTML_FILE).is_file():
         out += ["", f"The full report (errors, calibration, likely label errors, a TF-IDF baseline): "
                 f"[{R.REPORT_HTML_FILE}]({R.REPORT_HTML_FILE})."]

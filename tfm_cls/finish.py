@@ -21,7 +21,7 @@ import numpy as np
 
 from tfm_cls import distributed as D
 from tfm_cls import runs as R
-from tfm_cls.calibration import ECE_BINS, calibration_summary, fit_temperature
+from tfm_cls.calibration import ECE_BINS, SHIFT_Z, accuracy_shift, calibration_summary, fit_temperature
 from tfm_cls.card import write_card
 from tfm_cls.checkpoint import load_weights
 from tfm_cls.classification import ClassificationTask
@@ -46,6 +46,23 @@ def calibrate(head: Any, logits: np.ndarray, targets: np.ndarray) -> dict[str, A
     logger.info("calibration: temperature %.4f (validation NLL %.4f -> %.4f, ECE %.4f -> %.4f)",
                 temperature, v["nll_before"], v["nll_after"], v["ece_before"], v["ece_after"])
     return summary
+
+
+def check_shift(validation: dict[str, Any], test: dict[str, Any], calibration: dict[str, Any]) -> float | None:
+    """Test accuracy minus validation accuracy in standard errors (None without accuracies); a
+    warning where they are SHIFT_Z or more apart: validation, where T was fitted, then does not
+    represent test, and the temperature may not carry to it."""
+    if "accuracy" not in validation or "accuracy" not in test:
+        return None
+    z = accuracy_shift(validation["accuracy"], validation["examples"], test["accuracy"], test["examples"])
+    if abs(z) >= SHIFT_Z:
+        t = calibration["test"]
+        logger.warning(
+            "calibration: validation accuracy %.4f (%d texts) and test accuracy %.4f (%d texts) are %.1f standard "
+            "errors apart: the temperature fitted on validation may not carry to test (test ECE %.4f -> %.4f)",
+            validation["accuracy"], validation["examples"], test["accuracy"], test["examples"], abs(z),
+            t["ece_before"], t["ece_after"])
+    return z
 
 
 def finish_run(
@@ -77,6 +94,7 @@ def finish_run(
         )
         if calibration is not None:
             calibration["test"] = calibration_summary(test_logits, test.labels, head.temperature)
+            calibration["test"]["accuracy_shift"] = check_shift(results["validation"], results["test"], calibration)
     metrics = {
         **results,
         **({"task": head.task} if head.records_task else {}),

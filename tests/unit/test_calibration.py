@@ -8,6 +8,8 @@ import torch
 
 from tfm_cls.calibration import (
     TEMPERATURE_RANGE,
+    accuracy_shift,
+    calibrated_ece_noise,
     calibration_summary,
     expected_calibration_error,
     fit_temperature,
@@ -102,3 +104,44 @@ def test_summary_reports_before_and_after():
     logits, labels = over_confident(seed=6)
     s = calibration_summary(logits, labels, fit_temperature(logits, labels))
     assert s["nll_after"] < s["nll_before"] and s["ece_after"] < s["ece_before"]
+
+
+def test_the_calibrated_ece_noise_is_the_sampling_noise_of_calibrated_scores():
+    rng = np.random.default_rng(0)
+    probs = softmax(rng.normal(size=(500, 4)) * 2)
+    noise = calibrated_ece_noise(probs, draws=300)
+    assert 0 < noise["median"] < noise["p90"] < 0.1
+    more = calibrated_ece_noise(np.tile(probs, (16, 1)), draws=100)  # 8,000 texts, same scores
+    assert more["median"] < 0.4 * noise["median"]  # noise falls as 1 / sqrt(N)
+    # Labels drawn from the scores themselves land inside the noise; over-confident scores beyond it.
+    labels = (rng.random((500, 1)) > probs.cumsum(axis=1)).sum(axis=1).clip(max=3)
+    assert expected_calibration_error(probs, labels) < 2 * noise["p90"]
+    sharp = softmax(np.log(probs) * 4)  # the same ranking, far surer
+    assert expected_calibration_error(sharp, labels) > 2 * calibrated_ece_noise(sharp, draws=100)["p90"]
+
+
+def test_accuracy_shift_is_the_two_proportion_z():
+    # 0.805 on 872 against 0.857 on 1,821 (the sst2 student of docs/report.md): ~3.5 standard errors.
+    z = accuracy_shift(0.805, 872, 0.857, 1821)
+    pooled = (0.805 * 872 + 0.857 * 1821) / (872 + 1821)
+    assert z == pytest.approx((0.857 - 0.805) / np.sqrt(pooled * (1 - pooled) * (1 / 872 + 1 / 1821)))
+    assert 3.0 < z < 4.0
+    assert accuracy_shift(0.857, 1821, 0.805, 872) == pytest.approx(-z)
+    assert abs(accuracy_shift(0.88, 872, 0.885, 1821)) < 1  # the teacher's splits agree
+    assert accuracy_shift(1.0, 10, 1.0, 20) == 0.0 and accuracy_shift(0.5, 0, 0.5, 10) == 0.0
+
+
+def test_finish_warns_when_validation_and_test_accuracy_are_far_apart(caplog):
+    from tfm_cls.finish import check_shift
+
+    calibration = {"test": {"ece_before": 0.049, "ece_after": 0.036}}
+    with caplog.at_level("WARNING", logger="tfm_cls.finish"):
+        z = check_shift({"accuracy": 0.805, "examples": 872}, {"accuracy": 0.857, "examples": 1821}, calibration)
+    assert z == pytest.approx(accuracy_shift(0.805, 872, 0.857, 1821))
+    assert "standard errors apart" in caplog.text and "0.0490 -> 0.0360" in caplog.text
+    caplog.clear()
+    with caplog.at_level("WARNING", logger="tfm_cls.finish"):
+        assert abs(check_shift({"accuracy": 0.885, "examples": 872}, {"accuracy": 0.885, "examples": 1821},
+                               calibration)) < 1e-9
+    assert caplog.text == ""
+    assert check_shift({"loss": 0.3, "examples": 10}, {"loss": 0.2, "examples": 10}, calibration) is None

@@ -19,7 +19,13 @@ import numpy as np
 from tokenizers import Tokenizer
 
 from tfm_cls import runs as R
-from tfm_cls.calibration import ECE_BINS, expected_calibration_error, reliability
+from tfm_cls.calibration import (
+    ECE_BINS,
+    accuracy_shift,
+    calibrated_ece_noise,
+    expected_calibration_error,
+    reliability,
+)
 from tfm_cls.errors import DataError, RunDirError, TfmClsError
 from tfm_cls.io import read_json
 from tfm_cls.metrics import confusion
@@ -272,7 +278,14 @@ def collect(run_dir: str | Path, data: str | None = None, split: str = "test",
         content["calibration"] = {
             "bins": ECE_BINS, "before": reliability(raw, targets), "after": reliability(scores, targets),
             "ece_before": expected_calibration_error(raw, targets),
-            "ece_after": expected_calibration_error(scores, targets)}
+            "ece_after": expected_calibration_error(scores, targets),
+            "noise": calibrated_ece_noise(scores)}  # what sampling alone gives calibrated scores on these texts
+        fitted = metrics.get("validation") or {}
+        own_validation = data is None and split == "validation"
+        if head.temperature != 1.0 and not own_validation and "accuracy" in fitted and "accuracy" in split_metrics:
+            content["calibration"]["fitted_on"] = {
+                "accuracy": fitted["accuracy"], "examples": fitted["examples"],
+                "shift": accuracy_shift(fitted["accuracy"], fitted["examples"], split_metrics["accuracy"], len(texts))}
     elif kind == "label_sets":
         flat = scores.reshape(-1).astype(np.float64)
         binary = np.stack([1 - flat, flat], axis=1)  # each (text, label) a yes / no prediction

@@ -13,6 +13,8 @@ import html
 import json
 from typing import Any
 
+from tfm_cls.calibration import SHIFT_Z
+
 SECTIONS = ("summary", "per-class", "outputs", "calibration", "errors", "lengths", "label-errors", "baseline")
 
 CSS = """
@@ -248,7 +250,29 @@ def _calibration(c: dict[str, Any]) -> str:
                " (this run has no temperature: trained with train.calibration=none or before calibration existed)")
             + ". Bars: accuracy of the texts whose top score falls in the bin (darker: more texts); black lines: "
             "their mean score; the dashed diagonal is perfect calibration.</p>")
-    return f'<div style="display:flex;gap:24px;flex-wrap:wrap">{charts}</div>' + text
+    return f'<div style="display:flex;gap:24px;flex-wrap:wrap">{charts}</div>' + text + _calibration_verdict(c)
+
+
+def _calibration_verdict(c: dict[str, Any]) -> str:
+    """Whether the ECE shown is more than sampling noise, and whether the split the temperature
+    was fitted on represents the texts evaluated."""
+    cal, out = c["calibration"], ""
+    noise = cal.get("noise")
+    if noise:
+        ece = cal["ece_after"] if c["temperature"] != 1.0 else cal["ece_before"]
+        beyond = ece > noise["p90"]
+        out += (f'<p id="calibration-noise">Perfectly calibrated scores would show an ECE of {noise["median"]:.4f} '
+                f'(median; 90th percentile {noise["p90"]:.4f}) on these {c["examples"]} texts from sampling alone, '
+                f'so {ece:.4f} is ' + ("<b>beyond that noise: the scores are miscalibrated here</b>." if beyond
+                                       else "within that noise.") + "</p>")
+    fitted = cal.get("fitted_on")
+    if fitted and abs(fitted["shift"]) >= SHIFT_Z:
+        accuracy = c["metrics"]["accuracy"]
+        out += (f'<p class="bad" id="calibration-shift">The temperature was fitted on the run\'s validation split, '
+                f'where accuracy was {fitted["accuracy"]:.4f} ({fitted["examples"]} texts); here it is {accuracy:.4f}: '
+                f'{abs(fitted["shift"]):.1f} standard errors apart. Validation does not represent these texts, and a '
+                "temperature fitted there may not carry to them.</p>")
+    return out
 
 
 def _highlight(tokens: list[dict[str, Any]]) -> str:

@@ -7,7 +7,7 @@ import numpy as np
 import pytest
 from kits.tiny_topics import tiny_overrides
 
-from tfm_cls.calibration import nll
+from tfm_cls.calibration import SHIFT_Z, accuracy_shift, nll
 from tfm_cls.cli import main
 from tfm_cls.io import file_sha256, read_json
 from tfm_cls.predict import classify_texts, texts_logits
@@ -45,6 +45,26 @@ def test_calibration_changes_the_scores_not_the_weights_nor_the_labels(runs, noi
     assert m_cal["calibration"]["test"]["ece_before"] >= 0 and "calibration" not in m_raw
     card = (cal / "README.md").read_text()
     assert "## Calibration" in card and f"{t:.4f}" in card and "## Calibration" not in (raw / "README.md").read_text()
+    # how far apart validation (where T was fitted) and test accuracy are, in standard errors
+    shift = m_cal["calibration"]["test"]["accuracy_shift"]
+    v_acc, v_n, t_acc, t_n = (m_cal[s][k] for s in ("validation", "test") for k in ("accuracy", "examples"))
+    assert shift == pytest.approx(accuracy_shift(v_acc, v_n, t_acc, t_n))
+    assert ("standard errors apart" in card) == (abs(shift) >= SHIFT_Z)
+
+
+def test_the_card_says_when_validation_does_not_represent_test(runs, tmp_path):
+    import shutil
+
+    from tfm_cls.card import write_card
+    from tfm_cls.io import write_json
+
+    run = tmp_path / "run"
+    shutil.copytree(runs["calibrated"], run)
+    metrics = read_json(run / "metrics.json")
+    metrics["calibration"]["test"]["accuracy_shift"] = 3.4  # as the sst2 student of docs/report.md
+    write_json(run / "metrics.json", metrics)
+    write_card(run)
+    assert "**Validation and test accuracy are 3.4 standard errors apart**" in (run / "README.md").read_text()
 
 
 def test_predict_rows_keep_their_labels(runs, noisy, tmp_path):

@@ -57,6 +57,27 @@ def test_report_on_other_data_names_it_and_keeps_the_run_training_split(report_r
     assert sum(sum(row) for row in content["confusion"]) == 24
 
 
+def test_the_calibration_section_says_when_validation_does_not_represent_the_texts(report_runs, tmp_path):
+    from tfm_cls.report.page import render
+
+    run = report_runs["single"]
+    metrics = json.loads((run / "metrics.json").read_text())
+    assert metrics["calibration"]["temperature"] != 1.0 and metrics["validation"]["accuracy"] >= 0.8
+    own = collect(run)
+    assert abs(own["calibration"]["fitted_on"]["shift"]) < 3  # test is drawn like validation
+    assert own["calibration"]["noise"]["median"] > 0
+    assert 'id="calibration-noise"' in render(own) and 'id="calibration-shift"' not in render(own)
+    # Texts whose labels are all moved to the next class: the model, right on validation, is wrong here.
+    rows = [{"text": r["text"], "label": CLASSES[(r["label"] + 1) % len(CLASSES)]} for r in make_texts(40, 11)]
+    shifted = collect(run, str(write_dataset(tmp_path / "shifted", {"test": rows})))
+    fitted = shifted["calibration"]["fitted_on"]
+    assert fitted["accuracy"] == metrics["validation"]["accuracy"] and fitted["examples"] == metrics["validation"]["examples"]
+    assert fitted["shift"] <= -3
+    page = render(shifted)
+    assert 'id="calibration-shift"' in page and "standard errors apart" in page
+    assert "beyond that noise: the scores are miscalibrated here" in page
+
+
 def test_the_report_holds_the_runs_own_metrics_and_a_real_baseline(report_runs, report_data):
     from sklearn.feature_extraction.text import TfidfVectorizer
     from sklearn.linear_model import LogisticRegression

@@ -54,6 +54,7 @@ def test_every_report_renders_with_all_sections_and_no_errors(report_runs, tmp_p
                     page.click("button[data-cm=counts]")
                     assert cell.text_content() == cell.get_attribute("data-count") != share
                     assert page.locator("section#calibration svg").count() == 2  # before and after
+                    assert "from sampling alone" in page.text_content("section#calibration #calibration-noise")
                 if kind == "regression":
                     assert page.locator("section#outputs svg circle").count() > 10
                 # attributions are highlighted tokens

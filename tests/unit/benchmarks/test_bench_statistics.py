@@ -1,6 +1,6 @@
 """The statistics of the benchmark tables: the paired bootstrap of bench_many_labels (is a
-micro-F1 gap larger than the test set resolves?) and the calibrated-ECE floor of bench_report
-(the ECE a perfectly calibrated model shows on this many texts)."""
+micro-F1 gap larger than the test set resolves?). bench_report's calibrated-ECE floor is
+tfm_cls.calibration.calibrated_ece_noise (tests/unit/test_calibration.py)."""
 from __future__ import annotations
 
 import sys
@@ -13,7 +13,6 @@ ROOT = Path(__file__).resolve().parents[3]
 sys.path.insert(0, str(ROOT / "benchmarks"))
 
 import bench_many_labels  # noqa: E402
-import bench_report  # noqa: E402
 
 from tfm_cls.metrics import multi_label_metrics  # noqa: E402
 
@@ -39,12 +38,3 @@ def test_the_paired_bootstrap_gives_the_micro_f1_gap_and_an_interval_that_shrink
     wide = bench_many_labels.paired_bootstrap(*systems(100))
     narrow = bench_many_labels.paired_bootstrap(*systems(4000))
     assert narrow["high"] - narrow["low"] < 0.6 * (wide["high"] - wide["low"])
-
-
-def test_the_calibrated_ece_floor_is_the_sampling_noise_of_a_calibrated_model():
-    rng = np.random.default_rng(0)
-    logits = rng.normal(size=(500, 4)) * 2
-    floor = bench_report.calibrated_ece_floor(logits, draws=300)
-    assert 0 < floor["median"] < floor["p90"] < 0.1
-    more = bench_report.calibrated_ece_floor(np.tile(logits, (16, 1)), draws=100)  # 8,000 texts, same scores
-    assert more["median"] < 0.4 * floor["median"]  # noise falls as 1 / sqrt(N)
