@@ -42,6 +42,10 @@ session gave the same fingerprints as 226165a. The environment key gained the CP
 set flags (CPU_FEATURES) and the numpy and tokenizers versions, so a machine that differs in
 those skips the comparison instead of failing it.
 
+Session 13: finish_run records how far apart validation and test accuracy are
+(`calibration.test.accuracy_shift`), so the `metrics` of classifier, classifier_branches,
+finetuned, pair and distill were re-recorded; every other entry came out unchanged.
+
 Left out as not deterministic: the TIMING_KEYS of every JSON (timing, throughput, device) and
 the path of the temporary folder (written as <work>).
 
