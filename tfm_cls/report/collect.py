@@ -282,7 +282,8 @@ def collect(run_dir: str | Path, data: str | None = None, split: str = "test",
             "noise": calibrated_ece_noise(scores)}  # what sampling alone gives calibrated scores on these texts
         fitted = metrics.get("validation") or {}
         own_validation = data is None and split == "validation"
-        if head.temperature != 1.0 and not own_validation and "accuracy" in fitted and "accuracy" in split_metrics:
+        known = "accuracy" in fitted and "examples" in fitted and "accuracy" in split_metrics
+        if head.temperature != 1.0 and not own_validation and known:
             content["calibration"]["fitted_on"] = {
                 "accuracy": fitted["accuracy"], "examples": fitted["examples"],
                 "shift": accuracy_shift(fitted["accuracy"], fitted["examples"], split_metrics["accuracy"], len(texts))}
