@@ -2,7 +2,7 @@
 
     tfidf-word-lr     word 1-2-grams + LogisticRegression
     tfidf-char-svm    word 1-2 + char 2-5-grams + LinearSVC
-The words are tfm_cls.baseline_features.tfidf_vectorizer's: scikit-learn's, with each CJK
+The words are tfm_cls.classify.baseline.tfidf_vectorizer's: scikit-learn's, with each CJK
 character a word of its own, so Chinese needs no switch (the char 1-3-gram features it replaced
 measured no better on tnews: docs/training.md).
 The
@@ -10,7 +10,7 @@ regularisation C is picked on the validation split (as our model picks its best 
 
 Task-aware baselines (`run_task_baseline`, data.task / sentence pairs; docs/tasks.md):
     tfidf-ovr-lr      multi-label: one-vs-rest LogisticRegression on the word 1-2-gram TF-IDF, each
-                      label's threshold tuned on validation as ours is (tfm_cls.tasks.best_threshold)
+                      label's threshold tuned on validation as ours is (tfm_cls.classify.heads.best_threshold)
     tfidf-pair-lr     pairs, classes: TF-IDF of each side, plus |a - b| and a * b, LogisticRegression
     tfidf-pair-ridge  pairs, a score: the same features, Ridge regression
 """
@@ -28,7 +28,7 @@ from sklearn.metrics import accuracy_score, f1_score
 from sklearn.pipeline import FeatureUnion, Pipeline
 from sklearn.svm import LinearSVC
 
-from tfm_cls.baseline_features import tfidf_vectorizer
+from tfm_cls.classify.baseline import tfidf_vectorizer
 
 
 def _word_lr(c: float) -> Pipeline:
@@ -115,13 +115,13 @@ def task_baseline_names(task: str, pairs: bool) -> list[str]:
 
 def run_task_baseline(name: str, train: Split, validation: Split, test: Split) -> dict:
     """Fit a task-aware baseline; C / alpha picked on validation by the task's metric; test metrics
-    computed with tfm_cls.metrics (the same functions as ours)."""
+    computed with tfm_cls.classify.metrics (the same functions as ours)."""
     from sklearn.linear_model import Ridge
     from sklearn.multiclass import OneVsRestClassifier
 
-    from tfm_cls.metrics import classification_metrics, multi_label_metrics, regression_metrics
+    from tfm_cls.classify.heads import tune_thresholds
+    from tfm_cls.classify.metrics import classification_metrics, multi_label_metrics, regression_metrics
     from tfm_cls.runtime.heads import MultiLabel
-    from tfm_cls.tasks import tune_thresholds
 
     if name in BASELINES:
         return run_baseline(name, train, validation, test)

@@ -90,8 +90,8 @@ def quick_overrides() -> list[str]:
 def run_variant(variant: Variant, dataset: str, folder: Path, args: argparse.Namespace, test: Split) -> dict:
     import torch
 
+    from tfm_cls.classify.predict import predict_proba, texts_logits
     from tfm_cls.config import ClassifierConfig, load_config
-    from tfm_cls.predict import predict_proba, texts_logits
     from tfm_cls.runs import load_run
     from tfm_cls.train import train
 
@@ -163,7 +163,7 @@ def int8_row(run_dir: Path, cfg, folder: Path, test: Split, per_channel: bool = 
     from tfm_cls.export.exporter import export_run
     from tfm_cls.export.quantize import quantize_and_evaluate
 
-    from tfm_cls.runtime.classifier import Classifier
+    from tfm_cls.runtime.session import Classifier
 
     fp32 = export_run(run_dir)
     report = quantize_and_evaluate(
@@ -185,7 +185,7 @@ def dataset_splits(dataset: str, folder: Path, args: argparse.Namespace) -> tupl
     """The splits every system sees (the data section of the dataset's config, on local files)
     and the task type."""
     from tfm_cls.config import ClassifierConfig, load_config
-    from tfm_cls.data import load_data
+    from tfm_cls.data.sources import load_data
 
     overrides = [f"data.path={folder}"] + (["data.max_train_samples=1500"] if args.quick else [])
     cfg = load_config(ClassifierConfig, ROOT / f"configs/cls/{dataset}.yaml", overrides)

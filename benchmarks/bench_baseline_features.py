@@ -1,4 +1,4 @@
-"""The library's TF-IDF baseline (tfm_cls/report/baseline.py, run_baseline kind="classes") on a few
+"""The library's TF-IDF baseline (tfm_cls/classify/baseline.py, run_baseline kind="classes") on a few
 single-label data sets: test accuracy and macro-F1 (docs/report.md quotes the tnews figures).
 
     python benchmarks/bench_baseline_features.py [--data-root ../shared/data] [--datasets tnews,trec,sst2]
@@ -17,7 +17,7 @@ from pathlib import Path
 import numpy as np
 from sklearn.metrics import accuracy_score, f1_score
 
-import tfm_cls.report.baseline as baseline
+import tfm_cls.classify.baseline as baseline
 
 
 def read_split(path: Path, cap: int | None = None, seed: int = 0) -> dict:

@@ -30,7 +30,7 @@ sys.path.insert(0, str(ROOT))
 from tfm_cls.export.exporter import export_run  # noqa: E402
 
 from tfm_cls.io import write_json  # noqa: E402
-from tfm_cls.runtime.classifier import Classifier  # noqa: E402
+from tfm_cls.runtime.session import Classifier  # noqa: E402
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -65,7 +65,7 @@ def onnx_row(name: str, path: Path, test: Split, repeats: int, speed_texts: int 
     `repeats` passes over the first `speed_texts` test texts; 0: all) of one ONNX file."""
     from sklearn.metrics import accuracy_score, f1_score
 
-    from tfm_cls.runtime.classifier import Classifier
+    from tfm_cls.runtime.session import Classifier
 
     clf = Classifier(str(path), threads=1)
     clf.predict_proba(test.texts[:64], 32)  # warm-up
@@ -89,7 +89,7 @@ def paired_speed(teacher: Path, student: Path, texts: list[str], repeats: int, p
     """Texts/s of two ONNX files timed in alternating passes (teacher, student, teacher, ...), so
     that a machine whose load drifts slows both alike; the median of the per-pair ratios.
     Sentence-pair models read `pairs`, the second text of each."""
-    from tfm_cls.runtime.classifier import Classifier
+    from tfm_cls.runtime.session import Classifier
 
     models = {"teacher": Classifier(str(teacher), threads=1), "student": Classifier(str(student), threads=1)}
     for clf in models.values():
@@ -142,7 +142,7 @@ def tfidf_rows(splits: dict[str, Split], out: Path, repeats: int, speed_texts: i
 
 def load_splits(dataset: str, folder: Path) -> dict[str, Split]:
     from tfm_cls.config import ClassifierConfig, load_config
-    from tfm_cls.data import load_data
+    from tfm_cls.data.sources import load_data
 
     cfg = load_config(ClassifierConfig, ROOT / f"configs/cls/{dataset}.yaml", [f"data.path={folder}"])
     data = load_data(cfg.data)

@@ -70,7 +70,7 @@ def onnx_pair(run_dir: Path, gate_data: Path) -> dict[str, Path]:
 
 
 def onnx_predictor(path: Path) -> Predictor:
-    from tfm_cls.runtime.classifier import Classifier
+    from tfm_cls.runtime.session import Classifier
 
     clf = Classifier(str(path), threads=1)
     return lambda texts: clf.predict_proba(texts, 32)[0].argmax(1)

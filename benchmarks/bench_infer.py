@@ -42,7 +42,7 @@ from tfm_cls.export.quantize import quantize_model  # noqa: E402
 from tfm_cls.export.verify import verify  # noqa: E402
 
 from tfm_cls.runs import load_run  # noqa: E402
-from tfm_cls.runtime.classifier import Classifier  # noqa: E402
+from tfm_cls.runtime.session import Classifier  # noqa: E402
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from results import write_results  # noqa: E402
@@ -251,7 +251,7 @@ def tfidf_svm(train_texts: list[str], train_labels: list[int], texts: list[str],
     from sklearn.pipeline import make_pipeline
     from sklearn.svm import LinearSVC
 
-    from tfm_cls.baseline_features import tfidf_vectorizer
+    from tfm_cls.classify.baseline import tfidf_vectorizer
 
     pipe = make_pipeline(tfidf_vectorizer(min_df=2), LinearSVC())
     pipe.fit(train_texts, train_labels)
@@ -441,7 +441,7 @@ def batching_main(args) -> int:
     (length-sorted fixed batches: 32 texts per batch in buffers of 1024 for ORT, 64 for torch)
     against length-sorted token-budget batches, per thread count, with the largest probability
     difference; then ms/text vs document length, truncation vs chunking."""
-    from tfm_cls.predict import classify_texts
+    from tfm_cls.classify.predict import classify_texts
 
     data_dir = Path(args.data_root) / args.dataset
     texts, labels = read_jsonl(data_dir / "test.jsonl", limit=300 if args.quick else None)
@@ -534,11 +534,11 @@ def memory_main(args) -> int:
     1M-line run in minutes: streaming memory does not depend on the model's size."""
     import subprocess
 
-    from tfm_cls.checkpoint import save_weights
     from tfm_cls.config import ClassifierConfig, DataConfig, TokenizerConfig, save_config
+    from tfm_cls.data.tokenizer import save_tokenizer, train_tokenizer
     from tfm_cls.io import write_json
     from tfm_cls.model import TransformerClassifier
-    from tfm_cls.tokenizer import save_tokenizer, train_tokenizer
+    from tfm_cls.training.checkpoint import save_weights
 
     data_dir = Path(args.data_root) / args.dataset
     texts = read_jsonl(data_dir / "test.jsonl")[0]

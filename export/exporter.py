@@ -25,11 +25,11 @@ from tokenizers import Tokenizer
 from torch import Tensor, nn
 
 import tfm_cls
+from tfm_cls.classify.heads import HEAD_TYPES
 from tfm_cls.errors import ExportError
 from tfm_cls.io import atomic_path, file_sha256
 from tfm_cls.runtime.heads import SingleLabel
 from tfm_cls.runtime.metadata import ExportMetadata
-from tfm_cls.tasks import HEAD_TYPES
 
 logger = logging.getLogger(__name__)
 
@@ -285,7 +285,7 @@ def export_classifier(
     **fields: Any,
 ) -> Path:
     """TransformerClassifier -> one .onnx file (logits and the head's scores) with tokenizer and
-    labels inside. `head` (a tfm_cls.tasks head; None: single-label) adds the task and, for
+    labels inside. `head` (a tfm_cls.classify.heads head; None: single-label) adds the task and, for
     multi-label, the thresholds to the metadata; `pair`: a token_type_ids input for sentence pairs;
     `fields`: more ExportMetadata fields (the weights digest, the long-text policy)."""
     num_classes = int(model_config(model)["num_classes"])
@@ -334,9 +334,9 @@ def export_run(
     verification, or a full disk, leaves an earlier `output` untouched. The metadata records the
     sha256 of the run's model.safetensors (ExportMetadata.weights_sha256), so a retrained run's
     stale export is refused by infer and verify-onnx."""
-    from tfm_cls.predict import run_head
+    from tfm_cls.classify.predict import run_head
+    from tfm_cls.data.tokenizer import long_text_of, max_length_of
     from tfm_cls.runs import WEIGHTS_FILE, load_run
-    from tfm_cls.tokenizer import long_text_of, max_length_of
 
     run = load_run(run_dir)
     path = Path(output) if output else Path(run_dir) / specs.CLASSIFIER.file_name

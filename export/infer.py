@@ -36,7 +36,6 @@ from typing import Any
 
 from tfm_cls.errors import InferenceError
 from tfm_cls.runtime.batching import BATCHINGS, DEFAULT_MAX_TOKENS, RUNTIME_MAX_TOKENS
-from tfm_cls.runtime.classifier import Classifier
 from tfm_cls.runtime.readers import (
     INPUT_FORMATS,
     Record,
@@ -46,6 +45,7 @@ from tfm_cls.runtime.readers import (
     open_input,
     read_records,
 )
+from tfm_cls.runtime.session import Classifier
 from tfm_cls.runtime.text import AGGREGATE_SCORES, AGGREGATES, TRUNCATIONS
 from tfm_cls.runtime.writers import OUTPUT_FORMATS, OutputFile, Writer
 

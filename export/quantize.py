@@ -28,8 +28,8 @@ from onnxruntime.quantization import QuantType, quantize_dynamic
 
 from tfm_cls.errors import InferenceError, QuantizeError
 from tfm_cls.io import write_json
-from tfm_cls.runtime.classifier import Classifier
 from tfm_cls.runtime.readers import Stats, decoded_lines, json_lines
+from tfm_cls.runtime.session import Classifier
 
 logger = logging.getLogger(__name__)
 

@@ -35,7 +35,7 @@ import onnxruntime as ort
 import torch
 from tfm_cls.export import spec as specs
 from tfm_cls.export.exporter import EXPORT_SIZES, token_types, vocab_key
-from tfm_cls.export.seq2seq import MonolithicGreedyDecoder, SplitGreedyDecoder
+from tfm_cls.export.greedy_decode import MonolithicGreedyDecoder, SplitGreedyDecoder
 from tfm_cls.export.spec import ExportSpec
 from torch import Tensor, nn
 

@@ -13,7 +13,7 @@ Config overrides are keyword arguments whose dotted key is written with `__` (`t
 parameter, so `sklearn.base.clone`, `GridSearchCV(param_grid={"train__lr": [...]})` and
 `cross_val_score` work. They are checked (like every config) when `fit` builds the config.
 
-`fit` hands the texts to the same `train` as the command line, in memory (tfm_cls.data.
+`fit` hands the texts to the same `train` as the command line, in memory (tfm_cls.data.sources.
 data_from_rows: the checks and label encoding of data files; config.yaml says `data.name:
 in-memory`), in `run_dir` (a temporary folder owned by the estimator unless given). Without
 `validation`, a stratified seeded share (`data.validation_fraction`) of the texts is held out to
@@ -176,7 +176,7 @@ class TextClassifier(ClassifierMixin, BaseEstimator):
     def fit(self, texts: Any, labels: Any, validation: tuple[Any, Any] | None = None) -> TextClassifier:
         """Train on `texts` / `labels` (validation: (texts, labels) to select the best weights; None:
         a stratified share of the texts); returns self with classes_, run_dir_ and metrics_."""
-        from tfm_cls.data import IN_MEMORY, data_from_rows
+        from tfm_cls.data.sources import IN_MEMORY, data_from_rows
         from tfm_cls.train import train
 
         texts = check_texts(texts)
@@ -235,7 +235,7 @@ class TextClassifier(ClassifierMixin, BaseEstimator):
 
     def predict_proba(self, texts: Any) -> np.ndarray:
         """Class probabilities [n_texts, n_classes], columns in the order of classes_."""
-        from tfm_cls.predict import predict_proba
+        from tfm_cls.classify.predict import predict_proba
 
         self._check_fitted()
         return predict_proba(self._run, check_texts(texts), batch_size=64)
@@ -259,7 +259,7 @@ class TextClassifier(ClassifierMixin, BaseEstimator):
                 raise ValueError(f"save: {directory} exists and is not empty; choose a new folder")
             shutil.copytree(self.run_dir_, directory, dirs_exist_ok=True,
                             ignore=shutil.ignore_patterns(DATA_DIR, R.LAST_CHECKPOINT))
-        from tfm_cls.card import write_card
+        from tfm_cls.classify.card import write_card
 
         write_card(directory)
         return directory
@@ -283,7 +283,7 @@ class TextClassifier(ClassifierMixin, BaseEstimator):
     def export_onnx(self, path: str | Path | None = None, *, fuse: bool = False) -> Path:
         """Export to ONNX (default RUN/model.onnx) and verify it against the PyTorch model (a
         VerificationError if any stage fails); refreshes the model card."""
-        from tfm_cls.card import write_card
+        from tfm_cls.classify.card import write_card
         from tfm_cls.export.exporter import export_run
         from tfm_cls.export.verify import verify
 
@@ -301,7 +301,7 @@ class TextClassifier(ClassifierMixin, BaseEstimator):
         attributions, calibration, accuracy by length); `train`: the (texts, labels) trained on,
         for the likely label errors and the TF-IDF baseline (left out of the page without it).
         Returns the page's path."""
-        from tfm_cls.data import data_from_rows
+        from tfm_cls.data.sources import data_from_rows
         from tfm_cls.report import write_report
 
         self._check_fitted()

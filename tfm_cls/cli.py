@@ -69,7 +69,7 @@ def cmd_train(args: argparse.Namespace) -> int:
 
     _quiet_datasets()
     metrics = train(cfg, resume=args.resume, overwrite=args.overwrite)
-    from tfm_cls.tasks import head_for
+    from tfm_cls.classify.heads import head_for
 
     _print_summary(cfg.resolved_run_dir(), metrics, head_for(cfg).summary_keys)
     return 0
@@ -117,7 +117,7 @@ def cmd_distill(args: argparse.Namespace) -> int:
     _quiet_datasets()
     cfg = load_config(DistillConfig, args.config, args.overrides)
     metrics = distill(cfg, resume=args.resume, overwrite=args.overwrite)
-    from tfm_cls.tasks import head_for
+    from tfm_cls.classify.heads import head_for
 
     _print_summary(cfg.resolved_run_dir(), metrics, head_for(cfg.student_config()).summary_keys)
     return 0
@@ -130,7 +130,7 @@ def cmd_compress(args: argparse.Namespace) -> int:
     _quiet_datasets()
     cfg = compress_config(args.run, parse_layers(args.layers), args.overrides, args.config)
     metrics = distill(cfg, resume=args.resume, overwrite=args.overwrite)
-    from tfm_cls.tasks import head_for
+    from tfm_cls.classify.heads import head_for
 
     _print_summary(cfg.resolved_run_dir(), metrics, head_for(cfg.student_config()).summary_keys)
     return 0
@@ -140,13 +140,13 @@ def cmd_compress(args: argparse.Namespace) -> int:
 
 
 def cmd_eval(args: argparse.Namespace) -> int:
-    from tfm_cls.batching import tokenize_dataset
+    from tfm_cls.classify.predict import evaluate, run_head
     from tfm_cls.config import DataConfig, apply_overrides, from_dict, to_dict
-    from tfm_cls.data import load_data, load_eval_split
-    from tfm_cls.distributed import select_device
+    from tfm_cls.data.sources import load_data, load_eval_split
+    from tfm_cls.data.tokenized import tokenize_dataset
     from tfm_cls.errors import DataError
-    from tfm_cls.predict import evaluate, run_head
     from tfm_cls.runs import load_run
+    from tfm_cls.training.distributed import select_device
 
     _quiet_datasets()
     run = load_run(args.run)
@@ -163,8 +163,8 @@ def cmd_eval(args: argparse.Namespace) -> int:
     _check_sizes(args)
     tokenizer = run.tokenizer
     if args.max_length is not None:
+        from tfm_cls.data.tokenizer import load_tokenizer_str
         from tfm_cls.model.classifier import token_limit
-        from tfm_cls.tokenizer import load_tokenizer_str
 
         tokenizer = load_tokenizer_str(tokenizer.to_str(), args.max_length, limit=token_limit(run.model.config))
     split = tokenize_dataset(dataset, tokenizer, policy=_inference_policy(run, args))
@@ -176,7 +176,7 @@ def cmd_eval(args: argparse.Namespace) -> int:
     logger.info("%s: %d examples\n%s", source, len(split), head.report(split.labels, logits, run.labels))
     _write_or_print(json.dumps({"run": str(args.run), "data": str(source), **metrics}, indent=2, ensure_ascii=False),
                     args.output)
-    from tfm_cls.card import record_evaluation, write_card
+    from tfm_cls.classify.card import record_evaluation, write_card
 
     record_evaluation(args.run, str(source), {**metrics, "num_examples": len(split)})
     if args.report:
@@ -198,8 +198,8 @@ def cmd_report(args: argparse.Namespace) -> int:
 
 def _inference_policy(run, args: argparse.Namespace):
     """The run's long-text policy with the flags of add_inference_options applied."""
+    from tfm_cls.classify.predict import run_policy
     from tfm_cls.export.infer import long_text_overrides
-    from tfm_cls.predict import run_policy
 
     return run_policy(run, **long_text_overrides(args))
 
@@ -221,16 +221,16 @@ def _check_sizes(args: argparse.Namespace) -> None:
 
 
 def cmd_predict(args: argparse.Namespace) -> int:
-    from tfm_cls.distributed import select_device
+    from tfm_cls.classify.predict import open_records, predict_records, write_jsonl
     from tfm_cls.io import atomic_path, disk_full_error, is_disk_full
-    from tfm_cls.predict import open_records, predict_records, write_jsonl
     from tfm_cls.runs import load_run
     from tfm_cls.runtime.readers import Stats
+    from tfm_cls.training.distributed import select_device
 
     _check_sizes(args)
     run = load_run(args.run, device=select_device(args.device))
     if args.max_length is not None:
-        from tfm_cls.tokenizer import load_tokenizer_str, max_length_of
+        from tfm_cls.data.tokenizer import load_tokenizer_str, max_length_of
 
         load_tokenizer_str(run.tokenizer.to_str(), args.max_length, max_length_of(run.tokenizer))  # checks it
     policy = _inference_policy(run, args)
@@ -284,7 +284,7 @@ def _check_onnx(model, path: Path, providers: str | None, name: Path, weights: P
 
 
 def cmd_export(args: argparse.Namespace) -> int:
-    from tfm_cls.card import write_card
+    from tfm_cls.classify.card import write_card
     from tfm_cls.export.exporter import export_run
 
     target = Path(args.output) if args.output else Path(args.run) / "model.onnx"

@@ -11,11 +11,11 @@ runs/<name>/
     classification_report.txt   sklearn report on test
     confusion_matrix.png, training_curves.png
     thresholds.json, per_label_f1.png   multi-label runs (docs/tasks.md)
-    calibration.json            single-label runs: the fitted temperature (tfm_cls.calibration)
+    calibration.json            single-label runs: the fitted temperature (tfm_cls.classify.calibration)
     report.html                 `tfm-cls report` (tfm_cls.report): one self-contained page
     predicted_vs_gold.png               regression runs
     history.json                one entry per evaluation (curves)
-    README.md                   model card (tfm_cls.card), refreshed by `tfm-cls eval` / `export`
+    README.md                   model card (tfm_cls.classify.card), refreshed by `tfm-cls eval` / `export`
     tensorboard/                TensorBoard event files (train.tensorboard)
     last.ckpt                   resumable checkpoint (model, optimizer, RNG, step, sampler position)
     train.log
@@ -36,12 +36,12 @@ import torch
 import yaml
 from tokenizers import Tokenizer
 
-from tfm_cls.checkpoint import load_weights
 from tfm_cls.config import ClassifierConfig, from_dict, load_config, to_dict
+from tfm_cls.data.tokenizer import load_tokenizer
 from tfm_cls.errors import ConfigError, RunDirError, TfmClsError
 from tfm_cls.io import read_json
 from tfm_cls.runtime.metadata import WEIGHTS_FILE as METADATA_WEIGHTS_FILE
-from tfm_cls.tokenizer import load_tokenizer
+from tfm_cls.training.checkpoint import load_weights
 
 CONFIG_FILE = "config.yaml"
 MODEL_CONFIG_FILE = "model_config.json"
@@ -56,12 +56,12 @@ CURVES_FILE = "training_curves.png"
 PER_LABEL_F1_FILE = "per_label_f1.png"  # multi-label runs
 SCATTER_FILE = "predicted_vs_gold.png"  # regression runs
 THRESHOLDS_FILE = "thresholds.json"  # multi-label runs: the decision threshold of each label
-WIDE_OFFSETS_FILE = "wide_offsets.safetensors"  # train.wide_warm_start: the training rows' loss offsets (tfm_cls.wide)
+WIDE_OFFSETS_FILE = "wide_offsets.safetensors"  # train.wide_warm_start: the training rows' loss offsets (tfm_cls.classify.wide)
 CALIBRATION_FILE = "calibration.json"  # calibrated runs: {"method": "temperature", "temperature": T, ...}
 REPORT_HTML_FILE = "report.html"  # `tfm-cls report`
 LAST_CHECKPOINT = "last.ckpt"
 LOG_FILE = "train.log"
-CARD_FILE = "README.md"  # the model card (tfm_cls.card)
+CARD_FILE = "README.md"  # the model card (tfm_cls.classify.card)
 # A pretraining run (tfm-cls pretrain) shares model_config.json, tokenizer.json, metrics.json,
 # history.json, last.ckpt and train.log with a classification run, and adds:
 PRETRAIN_CONFIG_FILE = "pretrain_config.yaml"

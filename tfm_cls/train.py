@@ -2,10 +2,10 @@
 
     train(cfg, data=None)  ->  data -> tokenizer -> model -> Engine(ClassificationTask).fit() -> finish_run
 
-Everything here is a library piece put in order: the data (tfm_cls.data: cfg.data loaded, or the
+Everything here is a library piece put in order: the data (tfm_cls.data.sources: cfg.data loaded, or the
 splits handed in, e.g. the Python API's texts), the tokenizer and model built here, the
-classification task (tfm_cls.classification) run by the one engine (tfm_cls.engine), and the
-end of the run (tfm_cls.finish): the best weights scored on validation and test, metrics,
+classification task (tfm_cls.classify.task) run by the one engine (tfm_cls.training.engine), and the
+end of the run (tfm_cls.classify.finish): the best weights scored on validation and test, metrics,
 report, figures and the model card.
 
 Under torchrun every process runs this on its shard of each global batch (docs/distributed.md):
@@ -26,21 +26,15 @@ from safetensors.torch import load_file
 from tokenizers import Tokenizer
 from torch import nn
 
-from tfm_cls import distributed as D
 from tfm_cls import runs as R
-from tfm_cls.batching import tokenize_splits
-from tfm_cls.checkpoint import save_tensors
-from tfm_cls.classification import ClassificationTask, segment_kwargs
+from tfm_cls.classify.finish import finish_run
+from tfm_cls.classify.heads import check_loss_weights, head_for
+from tfm_cls.classify.task import ClassificationTask, segment_kwargs
+from tfm_cls.classify.wide import start_wide
 from tfm_cls.config import ClassifierConfig, save_config
-from tfm_cls.data import ClassificationData, load_data
-from tfm_cls.engine import Engine, ScalarSink, job, start_process
-from tfm_cls.errors import CheckpointError, ConfigError, RunDirError
-from tfm_cls.finish import finish_run
-from tfm_cls.io import read_json, write_json
-from tfm_cls.model.classifier import token_limit
-from tfm_cls.tasks import check_loss_weights, head_for
-from tfm_cls.tensorboard import TensorBoardSink
-from tfm_cls.tokenizer import (
+from tfm_cls.data.sources import ClassificationData, load_data
+from tfm_cls.data.tokenized import tokenize_splits
+from tfm_cls.data.tokenizer import (
     PAD_ID,
     UNK,
     auto_max_length,
@@ -54,7 +48,13 @@ from tfm_cls.tokenizer import (
     train_tokenizer,
     unknown_characters,
 )
-from tfm_cls.wide import start_wide
+from tfm_cls.errors import CheckpointError, ConfigError, RunDirError
+from tfm_cls.io import read_json, write_json
+from tfm_cls.model.classifier import token_limit
+from tfm_cls.training import distributed as D
+from tfm_cls.training.checkpoint import save_tensors
+from tfm_cls.training.engine import Engine, ScalarSink, job, start_process
+from tfm_cls.training.tensorboard import TensorBoardSink
 
 logger = logging.getLogger(__name__)
 
@@ -87,7 +87,7 @@ def _names_labels(cfg: ClassifierConfig) -> bool:
 
 def _wide_offsets(cfg: ClassifierConfig, model: nn.Module, task: ClassificationTask, splits: dict[str, Any],
                   labels: list[str], run_dir: Path, resume: bool, env: D.DistEnv) -> Any:
-    """Start the wide branch (tfm_cls.wide) on a fresh run; the training offsets of a warm start,
+    """Start the wide branch (tfm_cls.classify.wide) on a fresh run; the training offsets of a warm start,
     written to the run directory (rank 0) or, on resume, read back from it (the checkpoint holds
     the branch itself)."""
     path = run_dir / R.WIDE_OFFSETS_FILE
@@ -126,7 +126,7 @@ def _extended(model: nn.Module, tokenizer: Tokenizer, texts: list[str], limit: i
               env: D.DistEnv) -> tuple[nn.Module, Tokenizer]:
     """`tokenizer.extend_vocab`: the checkpoint's vocabulary plus up to `limit` characters it reads
     as [UNK] in the training texts, and the model's embedding grown to match."""
-    from tfm_cls.pretrained import with_vocabulary
+    from tfm_cls.init_from import with_vocabulary
 
     unknown = D.on_main(env, unknown_characters, tokenizer, texts)
     if not unknown:
@@ -152,7 +152,7 @@ def build_model_and_tokenizer(
         tokenizer = D.on_main(env, load_tokenizer, run_dir / R.TOKENIZER_FILE)
         model = R.build_model(D.on_main(env, read_json, run_dir / R.MODEL_CONFIG_FILE))
     elif cfg.model.init_from:
-        from tfm_cls.pretrained import load_pretrained
+        from tfm_cls.init_from import load_pretrained
 
         model, tokenizer = load_pretrained(cfg.model.init_from, cfg.model, num_classes)
         if cfg.tokenizer.extend_vocab:
@@ -199,8 +199,8 @@ def train(
     """Train, evaluate and write the run directory; returns the contents of metrics.json.
     Under torchrun, every process calls this (DDP; docs/distributed.md).
 
-    `data`: the splits to train on instead of loading cfg.data (e.g. tfm_cls.data.data_from_rows,
-    the Python API's texts); without a test split, nothing is tested (tfm_cls.finish).
+    `data`: the splits to train on instead of loading cfg.data (e.g. tfm_cls.data.sources.data_from_rows,
+    the Python API's texts); without a test split, nothing is tested (tfm_cls.classify.finish).
     `sinks` receive the engine's scalars besides TensorBoard (e.g. a tuning trial's pruner);
     `score_test=False` drops the test split right after loading, before anything is tokenized or
     scored: metrics.json then holds validation only (hyperparameter search, tfm_cls.tune)."""

@@ -108,14 +108,14 @@ def _torchrun_env(rank: int, world: int, port: int) -> None:
 
 
 def helpers_worker(rank: int, world: int, port: int, second_port: int, out_dir: str) -> None:
-    """Exercise every collective helper of tfm_cls.distributed and write what this rank saw; then
+    """Exercise every collective helper of tfm_cls.training.distributed and write what this rank saw; then
     fail inside a second process group while a DDP model is alive: the process must end with that
     error, not abort in the reducer's destructor ("terminate called ...")."""
     import numpy as np
     import torch
 
-    from tfm_cls import distributed as D
     from tfm_cls.config import ConfigError
+    from tfm_cls.training import distributed as D
 
     _torchrun_env(rank, world, port)
     torch.manual_seed(100 + rank)  # different weights on each rank, on purpose

@@ -10,8 +10,8 @@ from tfm_cls.export.exporter import export_classifier, export_seq2seq
 
 from kits.export_testkit import LABELS, MAX_LENGTH, TEXTS, tiny_classifier
 from tfm_cls.config import TokenizerConfig
+from tfm_cls.data.tokenizer import train_tokenizer
 from tfm_cls.model import Seq2SeqTransformer
-from tfm_cls.tokenizer import train_tokenizer
 
 
 @pytest.fixture(scope="session")

@@ -12,8 +12,8 @@ from tfm_cls.export.exporter import export_classifier
 
 from kits.longdocs_kit import LABELS, MAX_LENGTH, TEXTS, make_run
 from tfm_cls.config import TokenizerConfig
+from tfm_cls.data.tokenizer import long_text_of, train_tokenizer
 from tfm_cls.model import TransformerClassifier
-from tfm_cls.tokenizer import long_text_of, train_tokenizer
 
 
 @pytest.fixture(scope="session")

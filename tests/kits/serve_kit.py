@@ -34,9 +34,9 @@ def export_models(folder: Path, regression: bool = False) -> dict[str, Path]:
     from tfm_cls.export.exporter import export_classifier
 
     from tfm_cls.config import TokenizerConfig
+    from tfm_cls.data.tokenizer import train_tokenizer
     from tfm_cls.runtime.heads import MultiLabel, Regression
     from tfm_cls.runtime.text import LongText
-    from tfm_cls.tokenizer import train_tokenizer
 
     tok = train_tokenizer(TEXTS, TokenizerConfig(vocab_size=100, min_frequency=1, max_length=MAX_LENGTH))
     vocab = tok.get_vocab_size()

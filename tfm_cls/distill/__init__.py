@@ -12,6 +12,6 @@ set, and a small from-scratch TransformerClassifier learns from its soft targets
 """
 
 from tfm_cls.distill.config import DistillConfig
-from tfm_cls.distill.task import distill
+from tfm_cls.distill.recipe import distill
 
 __all__ = ["DistillConfig", "distill"]

@@ -1,4 +1,4 @@
-"""The distillation loss: each head's soft-target and gold losses (tfm_cls.tasks), mixed.
+"""The distillation loss: each head's soft-target and gold losses (tfm_cls.classify.heads), mixed.
 
     single_label  soft: KL(softmax(t / T) || softmax(s / T)) * T^2, or MSE of the logits;  gold: cross-entropy
     multi_label   soft: BCE against sigmoid(t / T) * T^2, or MSE of the logits;           gold: BCE on 0/1 targets
@@ -16,7 +16,7 @@ from __future__ import annotations
 import torch
 from torch import Tensor
 
-from tfm_cls.tasks import Head
+from tfm_cls.classify.heads import Head
 
 
 def distill_loss(

@@ -19,8 +19,8 @@ import torch
 from tokenizers import Tokenizer
 
 from tfm_cls import runs as R
-from tfm_cls.batching import pair_truncation
 from tfm_cls.config import ClassifierConfig, load_config
+from tfm_cls.data.tokenized import pair_truncation
 from tfm_cls.errors import ConfigError, RunDirError, TeacherError
 from tfm_cls.io import file_sha256  # the hash verify-onnx checks exports by
 from tfm_cls.runtime.batching import pad_batch, pad_types
@@ -228,7 +228,7 @@ class OnnxTeacher:
 
     def __init__(self, path: Path, threads: int | None = None) -> None:
         from tfm_cls.errors import InferenceError
-        from tfm_cls.runtime.classifier import Classifier
+        from tfm_cls.runtime.session import Classifier
 
         self.path = self.weights_file = path
         self.threads = threads

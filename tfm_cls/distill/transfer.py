@@ -27,8 +27,8 @@ from collections.abc import Sequence
 
 import numpy as np
 
+from tfm_cls.data.tokenizer import MASK
 from tfm_cls.distill.config import TransferConfig
-from tfm_cls.tokenizer import MASK
 
 logger = logging.getLogger(__name__)
 

@@ -173,7 +173,7 @@ class TransformerClassifier(nn.Module):
         if self.wide is not None:
             nn.init.zeros_(self.wide.weight)
         # `tfidf` weighting: each term's inverse document frequency in the training texts, set
-        # before training (tfm_cls.wide.set_idf); 0 for a term never seen there, which then adds
+        # before training (tfm_cls.classify.wide.set_idf); 0 for a term never seen there, which then adds
         # nothing to a text's bag, as a word outside a TF-IDF vocabulary.
         self.wide_weighting = self.config.get("wide_weighting", "count")
         if self.wide_weighting == "tfidf":

@@ -8,6 +8,6 @@
 """
 
 from tfm_cls.pretrain.config import ExtraTextConfig, MLMConfig, PretrainConfig
-from tfm_cls.pretrain.task import pretrain
+from tfm_cls.pretrain.recipe import pretrain
 
 __all__ = ["ExtraTextConfig", "MLMConfig", "PretrainConfig", "pretrain"]

@@ -22,7 +22,7 @@ from typing import Any
 
 import numpy as np
 
-from tfm_cls.data import load_data
+from tfm_cls.data.sources import load_data
 from tfm_cls.errors import (
     ConfigError,
     CorpusError,

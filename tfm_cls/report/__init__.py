@@ -4,7 +4,8 @@
     page.py           the HTML: inline CSS / JS / SVG, no external asset, no network
     attribution.py    token attributions: integrated gradients through the PyTorch model
     label_errors.py   likely label errors in the training data (confident learning)
-    baseline.py       the TF-IDF + linear baseline on the same training split
+
+The TF-IDF baseline it shows is tfm_cls.classify.baseline, the library's one classical baseline.
 
 `write_report(run_dir, data=None, split="test")` computes everything first and only then
 replaces report.html (atomically): a bad run or bad data leaves the run directory unchanged.

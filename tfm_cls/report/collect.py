@@ -19,22 +19,22 @@ import numpy as np
 from tokenizers import Tokenizer
 
 from tfm_cls import runs as R
-from tfm_cls.calibration import (
+from tfm_cls.classify.baseline import out_of_fold_probabilities, run_baseline
+from tfm_cls.classify.calibration import (
     ECE_BINS,
     accuracy_shift,
     calibrated_ece_noise,
     expected_calibration_error,
     reliability,
 )
+from tfm_cls.classify.heads import head_for
+from tfm_cls.classify.metrics import confusion
+from tfm_cls.classify.predict import run_head, run_policy, texts_logits
 from tfm_cls.errors import DataError, RunDirError, TfmClsError
 from tfm_cls.io import read_json
-from tfm_cls.metrics import confusion
-from tfm_cls.predict import run_head, run_policy, texts_logits
 from tfm_cls.report.attribution import integrated_gradients
-from tfm_cls.report.baseline import out_of_fold_probabilities, run_baseline
 from tfm_cls.report.label_errors import label_set_errors, likely_label_errors, value_errors
 from tfm_cls.runtime.heads import softmax
-from tfm_cls.tasks import head_for
 
 logger = logging.getLogger(__name__)
 
@@ -71,7 +71,7 @@ def load_splits(run: Any, data: str | None, split: str) -> tuple[Any, Any | None
     """(the split to report on, the training split or None, where they come from). `data`: a
     labelled file or folder (labels mapped onto the run's by name; another label name is a
     DataError); None: the run's own data."""
-    from tfm_cls.data import load_data, load_eval_split
+    from tfm_cls.data.sources import load_data, load_eval_split
 
     cfg = run.config.data
     own = None

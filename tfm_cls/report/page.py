@@ -13,7 +13,7 @@ import html
 import json
 from typing import Any
 
-from tfm_cls.calibration import SHIFT_Z
+from tfm_cls.classify.calibration import SHIFT_Z
 
 SECTIONS = ("summary", "per-class", "outputs", "calibration", "errors", "lengths", "label-errors", "baseline")
 

@@ -60,7 +60,7 @@ class SingleLabel:
     decision_fields: ClassVar[tuple[str, ...]] = ()
     """The ExportMetadata fields that hold this head's decision rule (written for this head only)."""
     temperature: float = 1.0
-    """Calibration (tfm_cls.calibration): the scores are those of logits / temperature; 1.0 = the
+    """Calibration (tfm_cls.classify.calibration): the scores are those of logits / temperature; 1.0 = the
     raw softmax (a run or export that records none). Order-preserving: the argmax never changes."""
 
     def scaled(self, logits: np.ndarray) -> np.ndarray:

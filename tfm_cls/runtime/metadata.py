@@ -102,7 +102,7 @@ class ExportMetadata:
     fixed_threshold: float = 0.5
     text_pair: bool | None = None
     temperature: float | None = None
-    """Calibration: the scores are softmax(logits / temperature) (tfm_cls.calibration); absent in
+    """Calibration: the scores are softmax(logits / temperature) (tfm_cls.classify.calibration); absent in
     uncalibrated exports and in those made before calibration existed, which read as 1.0."""
     weights_sha256: str | None = None
     """sha256 of the run's model.safetensors the file was exported from (the stale-export check)."""

@@ -25,8 +25,8 @@ from typing import Any
 import numpy as np
 
 from tfm_cls.errors import InferenceError
-from tfm_cls.runtime.classifier import Classifier
 from tfm_cls.runtime.readers import Record
+from tfm_cls.runtime.session import Classifier
 from tfm_cls.runtime.writers import output_row
 
 INVALID_POLICIES = ("error", "column")

@@ -26,11 +26,11 @@ from starlette.requests import Request
 from starlette.responses import HTMLResponse, JSONResponse, Response
 from starlette.routing import Route
 
-from tfm_cls.runtime.classifier import Classifier
-from tfm_cls.serve.errors import NOT_FOUND, UNAUTHORIZED, VALIDATION, ApiError
-from tfm_cls.serve.inputs import decode_json, parse_predict
-from tfm_cls.serve.metrics import CONTENT_TYPE
-from tfm_cls.serve.page import PAGE
+from tfm_cls.runtime.session import Classifier
+from tfm_cls.serve.api_error import NOT_FOUND, UNAUTHORIZED, VALIDATION, ApiError
+from tfm_cls.serve.home_page import PAGE
+from tfm_cls.serve.prometheus import CONTENT_TYPE
+from tfm_cls.serve.requests import decode_json, parse_predict
 from tfm_cls.serve.service import Service, Timing, drain_all, tune_interpreter
 from tfm_cls.serve.settings import ServeSettings
 

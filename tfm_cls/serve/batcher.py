@@ -19,8 +19,8 @@ from typing import Any
 
 import numpy as np
 
-from tfm_cls.runtime.classifier import Classifier, Inputs
-from tfm_cls.serve.errors import BACKEND, TIMEOUT, ApiError
+from tfm_cls.runtime.session import Classifier, Inputs
+from tfm_cls.serve.api_error import BACKEND, TIMEOUT, ApiError
 
 log = logging.getLogger("tfm_cls.serve")
 

@@ -20,12 +20,12 @@ from tokenizers import Tokenizer
 from tfm_cls import __version__
 from tfm_cls.io import file_sha256
 from tfm_cls.runtime.batching import RUNTIME_MAX_TOKENS
-from tfm_cls.runtime.classifier import Classifier, Inputs
+from tfm_cls.runtime.session import Classifier, Inputs
 from tfm_cls.runtime.text import TextEncoder
+from tfm_cls.serve.api_error import OVERLOADED, TOKENIZER, UNHEALTHY, VALIDATION, ApiError
 from tfm_cls.serve.batcher import Batcher, Job, Result
-from tfm_cls.serve.errors import OVERLOADED, TOKENIZER, UNHEALTHY, VALIDATION, ApiError
-from tfm_cls.serve.inputs import PredictRequest
-from tfm_cls.serve.metrics import Metrics
+from tfm_cls.serve.prometheus import Metrics
+from tfm_cls.serve.requests import PredictRequest
 from tfm_cls.serve.settings import ServeSettings
 
 log = logging.getLogger("tfm_cls.serve")

@@ -5,7 +5,7 @@ import json
 import re
 import shutil
 
-from tfm_cls.card import guess_language, parse_front_matter, render_card
+from tfm_cls.classify.card import guess_language, parse_front_matter, render_card
 from tfm_cls.cli import main
 
 

@@ -9,7 +9,7 @@ import sys
 import pytest
 from kits.api_tiny import tiny_config
 
-from tfm_cls import tensorboard as TB
+from tfm_cls.training import tensorboard as TB
 
 pytest.importorskip("tensorboard")
 from tensorboard.backend.event_processing.event_accumulator import EventAccumulator  # noqa: E402
@@ -66,10 +66,10 @@ def test_missing_package_warns_once_and_training_goes_on(tmp_path, tiny_data, mo
 
     monkeypatch.setitem(sys.modules, "torch.utils.tensorboard", None)  # `import` now raises ImportError
     monkeypatch.setattr(TB, "_warned", False)
-    with caplog.at_level(logging.WARNING, logger="tfm_cls.tensorboard"):
+    with caplog.at_level(logging.WARNING, logger="tfm_cls.training.tensorboard"):
         assert TB.TensorBoardSink.open(tmp_path / "a") is None
         metrics = train(tiny_config(tiny_data, tmp_path / "run"))
-    warnings = [r for r in caplog.records if r.name == "tfm_cls.tensorboard"]
+    warnings = [r for r in caplog.records if r.name == "tfm_cls.training.tensorboard"]
     assert len(warnings) == 1 and "tfm-cls[tensorboard]" in warnings[0].getMessage()
     assert metrics["test"]["accuracy"] > 0 and not (tmp_path / "run" / "tensorboard").exists()
 

@@ -103,8 +103,8 @@ def test_trials_never_touch_the_test_split(tmp_path, monkeypatch):
     pytest.importorskip("optuna")
     from kits.api_tiny import make_texts, write_split, write_tiny_data
 
-    import tfm_cls.classification as task_module
-    import tfm_cls.finish as finish_module
+    import tfm_cls.classify.finish as finish_module
+    import tfm_cls.classify.task as task_module
     import tfm_cls.train as T
     from tfm_cls.tune import tune
 

@@ -10,13 +10,13 @@ import numpy as np
 import onnx
 import pytest
 
+from tfm_cls.classify.predict import classify_texts, run_policy, texts_logits
 from tfm_cls.cli import main
 from tfm_cls.errors import InferenceError
-from tfm_cls.predict import classify_texts, run_policy, texts_logits
 from tfm_cls.runs import load_run
-from tfm_cls.runtime.classifier import Classifier
 from tfm_cls.runtime.heads import softmax
 from tfm_cls.runtime.metadata import FIELD_KEYS
+from tfm_cls.runtime.session import Classifier
 
 KEY = FIELD_KEYS["temperature"]
 

@@ -7,10 +7,10 @@ import numpy as np
 import pytest
 from kits.tiny_topics import tiny_overrides
 
-from tfm_cls.calibration import SHIFT_Z, accuracy_shift, nll
+from tfm_cls.classify.calibration import SHIFT_Z, accuracy_shift, nll
+from tfm_cls.classify.predict import classify_texts, texts_logits
 from tfm_cls.cli import main
 from tfm_cls.io import file_sha256, read_json
-from tfm_cls.predict import classify_texts, texts_logits
 from tfm_cls.runs import load_run
 
 
@@ -55,7 +55,7 @@ def test_calibration_changes_the_scores_not_the_weights_nor_the_labels(runs, noi
 def test_the_card_says_when_validation_does_not_represent_test(runs, tmp_path):
     import shutil
 
-    from tfm_cls.card import write_card
+    from tfm_cls.classify.card import write_card
     from tfm_cls.io import write_json
 
     run = tmp_path / "run"

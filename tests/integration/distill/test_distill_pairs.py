@@ -11,9 +11,9 @@ import torch
 from kits import tasks_tiny as T
 
 from tfm_cls import runs as R
-from tfm_cls.batching import tokenize_dataset
 from tfm_cls.cli import main
 from tfm_cls.config import ClassifierConfig, load_config
+from tfm_cls.data.tokenized import tokenize_dataset
 from tfm_cls.distill import DistillConfig, distill
 from tfm_cls.distill.config import TransferConfig
 from tfm_cls.distill.labelling import CACHE_DIR
@@ -168,7 +168,7 @@ def test_regression_student_learns_the_teachers_values(tmp_path, pair_data, reg_
     assert metrics["distillation"]["teacher"]["train_agreement"] == pytest.approx(
         float(np.corrcoef(*_teacher_and_gold(reg_teacher, pair_data))[0, 1]), abs=1e-4
     )
-    from tfm_cls.data import load_data
+    from tfm_cls.data.sources import load_data
 
     test = load_data(R.load_run(run_dir).config.data).splits["test"]
     texts, pairs = list(test["text"]), list(test["text_pair"])
@@ -180,7 +180,7 @@ def test_regression_student_learns_the_teachers_values(tmp_path, pair_data, reg_
 
 
 def _teacher_and_gold(teacher_dir: Path, data: Path) -> tuple[np.ndarray, np.ndarray]:
-    from tfm_cls.data import load_data
+    from tfm_cls.data.sources import load_data
 
     train_split = load_data(R.load_run(teacher_dir).config.data).splits["train"]
     values = open_teacher(teacher_dir).logits(list(train_split["text"]), 16, list(train_split["text_pair"]))[:, 0]

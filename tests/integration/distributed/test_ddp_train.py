@@ -8,12 +8,12 @@ import torch
 from kits.ddp_tiny import SIZES, config_file, torchrun_killed_after_checkpoint, torchrun_train, write_data
 
 from tfm_cls import runs as R
-from tfm_cls.batching import tokenize_dataset
-from tfm_cls.checkpoint import load_checkpoint
+from tfm_cls.classify.predict import evaluate, run_head
 from tfm_cls.config import ClassifierConfig, load_config
-from tfm_cls.predict import evaluate, run_head
+from tfm_cls.data.tokenized import tokenize_dataset
 from tfm_cls.runs import load_run
 from tfm_cls.train import train
+from tfm_cls.training.checkpoint import load_checkpoint
 
 
 @pytest.fixture(scope="module")
@@ -72,7 +72,7 @@ def test_metrics_count_every_evaluation_example_exactly_once(ddp_run):
     # The same weights evaluated by one process over the whole split give the same numbers.
     run = load_run(run_dir)
     data_cfg = run.config.data
-    from tfm_cls.data import load_data
+    from tfm_cls.data.sources import load_data
 
     data = load_data(data_cfg)
     for split in ("validation", "test"):

@@ -187,8 +187,8 @@ def test_infer_runs_where_torch_cannot_be_imported(classifier_onnx, tmp_path):
 
 def test_quantize_code_path_is_torch_free_too(tmp_path):
     env = guarded_env(tmp_path, "torch")
-    code = ("import tfm_cls.export, tfm_cls.export.quantize, tfm_cls.export.infer, tfm_cls.export.seq2seq, "
-            "tfm_cls.export.spec, tfm_cls.runtime.classifier, tfm_cls.runtime.heads, tfm_cls.runtime.metadata, "
+    code = ("import tfm_cls.export, tfm_cls.export.quantize, tfm_cls.export.infer, tfm_cls.export.greedy_decode, "
+            "tfm_cls.export.spec, tfm_cls.runtime.session, tfm_cls.runtime.heads, tfm_cls.runtime.metadata, "
             "tfm_cls.runtime.readers, tfm_cls.runtime.writers, tfm_cls.runtime.text, tfm_cls.runtime.batching")
     proc = subprocess.run([sys.executable, "-c", code], env=env, cwd=tmp_path, capture_output=True, text=True, timeout=120)
     assert proc.returncode == 0, proc.stderr

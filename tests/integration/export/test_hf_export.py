@@ -11,12 +11,12 @@ import torch
 from kits.hf_tiny import save_tiny
 
 from tfm_cls.config import ModelConfig
-from tfm_cls.pretrained.hf import classifier_from_hf
+from tfm_cls.init_from.hf import classifier_from_hf
 
 export = pytest.importorskip("export.exporter", reason="the ONNX exporter (export/) is not part of this install")
 from tfm_cls.export.verify import verify  # noqa: E402
 
-from tfm_cls.runtime.classifier import Classifier  # noqa: E402
+from tfm_cls.runtime.session import Classifier  # noqa: E402
 
 LABELS = ["neg", "neu", "pos"]
 TEXTS = ["The movie was great!", "bad", "What a plot? Not good, the actors were terrible.", "who"]

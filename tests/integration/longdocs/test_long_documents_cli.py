@@ -36,11 +36,11 @@ def test_auto_lengths_are_resolved_saved_and_recognised_on_a_rerun(tmp_path):
                       "model.max_len=auto", "train.epochs=1")
     train(cfg)
     saved = yaml.safe_load((tmp_path / "run" / "config.yaml").read_text())
+    from tfm_cls.data.tokenizer import auto_max_length, max_length_of
     from tfm_cls.runs import load_run
-    from tfm_cls.tokenizer import auto_max_length, max_length_of
 
     run = load_run(tmp_path / "run")
-    from tfm_cls.data import load_data
+    from tfm_cls.data.sources import load_data
 
     texts = load_data(run.config.data).splits["train"]["text"]
     want = auto_max_length(run.tokenizer, texts, run.config.tokenizer)

@@ -10,8 +10,8 @@ import torch
 from kits.longdocs_kit import LABELS, MAX_LENGTH, WORDS, texts
 from kits.tiny_topics import write_dataset
 
-from tfm_cls.batching import tokenize_splits, window_rows
 from tfm_cls.config import ClassifierConfig, load_config
+from tfm_cls.data.tokenized import tokenize_splits, window_rows
 from tfm_cls.errors import ConfigError
 from tfm_cls.runtime.text import LongText, TextEncoder
 
@@ -58,13 +58,13 @@ def long_data(tmp_path_factory) -> Path:
 def test_each_epoch_trains_on_one_window_of_every_text(long_data, tmp_path):
     from kits.tiny_topics import tiny_overrides
 
-    from tfm_cls import distributed as D
-    from tfm_cls.classification import ClassificationTask
-    from tfm_cls.data import load_data
-    from tfm_cls.precision import Precision
+    from tfm_cls.classify.task import ClassificationTask
+    from tfm_cls.data.sources import load_data
+    from tfm_cls.data.tokenizer import long_text_of, train_tokenizer
     from tfm_cls.runs import build_model
-    from tfm_cls.tokenizer import long_text_of, train_tokenizer
     from tfm_cls.train import train
+    from tfm_cls.training import distributed as D
+    from tfm_cls.training.precision import Precision
 
     keys = ["tokenizer.max_length=12", "model.max_len=12", "train.window=random", "tokenizer.stride=4",
             "train.epochs=2"]

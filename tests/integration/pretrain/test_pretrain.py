@@ -15,12 +15,12 @@ from kits.pretrain_tiny import tiny_config, tiny_overrides
 from safetensors.torch import load_file
 from tokenizers import Tokenizer
 
-from tfm_cls.checkpoint import load_checkpoint
 from tfm_cls.config import ConfigError, ModelConfig, TokenizerConfig, load_config
+from tfm_cls.data.tokenizer import train_tokenizer
+from tfm_cls.init_from.pretraining_run import classifier_from_pretraining_run
 from tfm_cls.pretrain import PretrainConfig, pretrain
-from tfm_cls.pretrained.pretraining_run import classifier_from_pretraining_run
 from tfm_cls.runs import ENCODER_FILE
-from tfm_cls.tokenizer import train_tokenizer
+from tfm_cls.training.checkpoint import load_checkpoint
 
 
 def test_pretraining_loss_falls_and_the_run_directory_is_complete(tiny_pretrained):
@@ -182,7 +182,7 @@ def test_extra_text_overlapping_test_or_validation_is_dropped_from_the_corpus(ti
 def test_train_cls_starts_from_a_pretraining_run(tiny_pretrained, tiny_data, tmp_path):
     """model.init_from=<pretraining run> through the classification trainer: its tokenizer, its encoder."""
     from tfm_cls.config import ClassifierConfig
-    from tfm_cls.pretrained import load_pretrained
+    from tfm_cls.init_from import load_pretrained
     from tfm_cls.train import train
 
     run_dir, _ = tiny_pretrained
@@ -204,7 +204,7 @@ def test_train_cls_starts_from_a_pretraining_run(tiny_pretrained, tiny_data, tmp
 
 
 def test_run_directory_refuses_another_run_and_a_resume_without_checkpoint(tiny_pretrained, tiny_data, tmp_path):
-    from tfm_cls.pretrain.task import prepare_run_dir
+    from tfm_cls.pretrain.recipe import prepare_run_dir
     from tfm_cls.runs import RunDirError
 
     run_dir, _ = tiny_pretrained

@@ -14,9 +14,9 @@ from kits.tiny_topics import CLASSES, tiny_overrides, write_topic_data
 from sklearn.utils.class_weight import compute_class_weight
 
 from tfm_cls import runs as R
+from tfm_cls.classify.heads import Head
 from tfm_cls.cli import main
 from tfm_cls.config import ClassifierConfig, load_config
-from tfm_cls.tasks import Head
 from tfm_cls.train import train
 
 

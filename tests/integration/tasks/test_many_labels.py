@@ -11,9 +11,9 @@ import pytest
 import torch
 from kits import tasks_tiny as T
 
+from tfm_cls.classify.heads import MultiLabelHead, head_for, prior_logits
 from tfm_cls.config import ClassifierConfig, load_config
-from tfm_cls.data import load_data
-from tfm_cls.tasks import MultiLabelHead, head_for, prior_logits
+from tfm_cls.data.sources import load_data
 from tfm_cls.train import build_model_and_tokenizer, train
 
 NUM_LABELS = 20

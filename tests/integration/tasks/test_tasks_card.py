@@ -4,7 +4,7 @@ import json
 
 import pytest
 
-from tfm_cls.card import parse_front_matter, render_card
+from tfm_cls.classify.card import parse_front_matter, render_card
 
 
 @pytest.mark.parametrize(("fixture", "titles", "absent"), [

@@ -11,9 +11,9 @@ import torch
 from kits import tasks_tiny as T
 
 from tfm_cls import runs as R
-from tfm_cls.checkpoint import load_checkpoint
 from tfm_cls.config import ClassifierConfig, load_config, save_config
 from tfm_cls.train import train
+from tfm_cls.training.checkpoint import load_checkpoint
 
 pytestmark = pytest.mark.skipif(not torch.distributed.is_available(), reason="torch.distributed is not available")
 

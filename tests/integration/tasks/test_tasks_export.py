@@ -18,7 +18,7 @@ from tfm_cls.export.quantize import quantize_and_evaluate
 from tfm_cls.export.verify import verify
 
 from tfm_cls import runs as R
-from tfm_cls.predict import run_head, texts_logits
+from tfm_cls.classify.predict import run_head, texts_logits
 from tfm_cls.runtime.heads import sigmoid, softmax
 
 

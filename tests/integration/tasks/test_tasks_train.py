@@ -10,9 +10,9 @@ from kits import tasks_tiny as T
 from safetensors.torch import load_file
 
 from tfm_cls import runs as R
+from tfm_cls.classify.predict import run_head, texts_logits
 from tfm_cls.config import ClassifierConfig, load_config
 from tfm_cls.model import TransformerClassifier
-from tfm_cls.predict import run_head, texts_logits
 from tfm_cls.train import train
 
 
@@ -84,7 +84,7 @@ def test_predictions_are_in_input_order_and_match_the_run(ml_run, pair_data):
 
 
 def test_multi_label_resume_matches_an_uninterrupted_run(ml_data, tmp_path, monkeypatch):
-    from tfm_cls.tasks import MultiLabelHead
+    from tfm_cls.classify.heads import MultiLabelHead
 
     extra = [*T.MULTI_LABEL, "multi_label.pos_weight=balanced", "train.epochs=3", "train.checkpoint_every=7",
              "train.eval_every=10"]

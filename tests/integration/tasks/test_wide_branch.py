@@ -13,17 +13,17 @@ from tfm_cls.export.quantize import quantize_model
 from tfm_cls.export.verify import verify
 
 from tfm_cls import runs as R
-from tfm_cls.batching import TokenizedSplit
+from tfm_cls.classify.heads import Head as SingleLabelHead
+from tfm_cls.classify.predict import texts_logits
+from tfm_cls.classify.wide import WARM_START_C, _fit, bag_matrix, set_idf, start_wide, warm_start
 from tfm_cls.config import ClassifierConfig, TrainConfig, load_config
+from tfm_cls.data.tokenized import TokenizedSplit
 from tfm_cls.errors import CheckpointError, RunDirError
 from tfm_cls.model import TransformerClassifier
-from tfm_cls.optim import param_groups
-from tfm_cls.predict import texts_logits
-from tfm_cls.runtime.classifier import Classifier
 from tfm_cls.runtime.heads import sigmoid
-from tfm_cls.tasks import Head as SingleLabelHead
+from tfm_cls.runtime.session import Classifier
 from tfm_cls.train import _wide_offsets, train
-from tfm_cls.wide import WARM_START_C, _fit, bag_matrix, set_idf, start_wide, warm_start
+from tfm_cls.training.optim import param_groups
 
 
 def _model(wide=True):
@@ -302,7 +302,7 @@ def test_bigram_bags_are_scikit_learns_sublinear_1_2_gram_tfidf_with_hashed_pair
 
 
 def test_platt_turns_margins_into_log_odds_and_a_constant_label_gets_a_fixed_margin():
-    from tfm_cls.wide import _fit_svm, platt
+    from tfm_cls.classify.wide import _fit_svm, platt
 
     rng = np.random.default_rng(0)
     # Platt: scores whose true log-odds are 2 * s - 1 give back that scale and shift
@@ -320,8 +320,8 @@ def test_platt_turns_margins_into_log_odds_and_a_constant_label_gets_a_fixed_mar
 
 
 def test_a_squared_hinge_warm_start_leaves_a_branch_of_log_odds():
-    from tfm_cls.tasks import MultiLabelHead
-    from tfm_cls.wide import HINGE_C
+    from tfm_cls.classify.heads import MultiLabelHead
+    from tfm_cls.classify.wide import HINGE_C
 
     rng = np.random.default_rng(3)
 

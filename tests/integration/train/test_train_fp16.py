@@ -1,4 +1,4 @@
-"""A whole training run in fp16 with DataLoader workers (tfm_cls.precision's loss scaler in a run)."""
+"""A whole training run in fp16 with DataLoader workers (tfm_cls.training.precision's loss scaler in a run)."""
 
 import json
 
@@ -6,9 +6,9 @@ import torch
 from kits.ddp_tiny import config_file, write_data
 
 from tfm_cls import runs as R
-from tfm_cls.checkpoint import load_checkpoint
 from tfm_cls.config import ClassifierConfig, load_config
 from tfm_cls.train import train
+from tfm_cls.training.checkpoint import load_checkpoint
 
 
 def test_training_in_fp16_with_loader_workers(tmp_path):

@@ -1,5 +1,5 @@
 """model.init_from: training with the pretrained tokenizer (the dispatch by source kind:
-tests/unit/pretrained/test_init.py)."""
+tests/unit/init_from/test_init.py)."""
 
 import json
 
@@ -9,13 +9,13 @@ from kits.tiny_topics import CLASSES, SPLITS, WORDS, make_texts, tiny_config, wr
 
 from tfm_cls import runs as R
 from tfm_cls.config import TokenizerConfig
+from tfm_cls.data.tokenizer import train_tokenizer
 from tfm_cls.model import TransformerClassifier
-from tfm_cls.tokenizer import train_tokenizer
 from tfm_cls.train import train
 
 
 def test_training_from_a_pretraining_run_uses_its_model_and_tokenizer(tiny_data, tmp_path, monkeypatch):
-    import tfm_cls.pretrained as pretrained
+    import tfm_cls.init_from as pretrained
 
     source = tmp_path / "pretrain-run"
     source.mkdir()
@@ -63,9 +63,9 @@ def test_extend_vocab_gives_unknown_characters_tokens_through_training_and_the_e
     import numpy as np
     from tfm_cls.export.exporter import export_run
 
-    import tfm_cls.pretrained as pretrained
-    from tfm_cls.predict import texts_logits
-    from tfm_cls.runtime.classifier import Classifier
+    import tfm_cls.init_from as pretrained
+    from tfm_cls.classify.predict import texts_logits
+    from tfm_cls.runtime.session import Classifier
 
     data = _chinese_topics(tmp_path / "data")
     source = tmp_path / "pretrain-run"

@@ -1,5 +1,5 @@
 """Training loop: an end-to-end tiny run, run-directory rules, faults (the schedule and parameter
-groups: tests/unit/test_optim.py)."""
+groups: tests/unit/training/test_optim.py)."""
 
 import json
 import math
@@ -9,11 +9,11 @@ import pytest
 from kits.tiny_topics import CLASSES, make_texts, tiny_config, write_jsonl
 
 from tfm_cls import runs as R
-from tfm_cls.checkpoint import CheckpointError
+from tfm_cls.classify.predict import predict_proba
 from tfm_cls.config import ConfigError
-from tfm_cls.predict import predict_proba
 from tfm_cls.runs import load_run
 from tfm_cls.train import prepare_run_dir, train
+from tfm_cls.training.checkpoint import CheckpointError
 
 
 def test_tiny_run_writes_a_complete_run_dir_and_learns(tiny_data, tmp_path):

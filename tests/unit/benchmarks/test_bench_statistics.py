@@ -1,6 +1,6 @@
 """The statistics of the benchmark tables: the paired bootstrap of bench_many_labels (is a
 micro-F1 gap larger than the test set resolves?). bench_report's calibrated-ECE floor is
-tfm_cls.calibration.calibrated_ece_noise (tests/unit/test_calibration.py)."""
+tfm_cls.classify.calibration.calibrated_ece_noise (tests/unit/classify/test_calibration.py)."""
 from __future__ import annotations
 
 import sys
@@ -14,7 +14,7 @@ sys.path.insert(0, str(ROOT / "benchmarks"))
 
 import bench_many_labels  # noqa: E402
 
-from tfm_cls.metrics import multi_label_metrics  # noqa: E402
+from tfm_cls.classify.metrics import multi_label_metrics  # noqa: E402
 
 
 def test_the_paired_bootstrap_gives_the_micro_f1_gap_and_an_interval_that_shrinks_with_more_documents():

@@ -11,7 +11,7 @@ from pathlib import Path
 import numpy as np
 from kits.export_testkit import TEXTS
 
-from tfm_cls.runtime.classifier import Classifier
+from tfm_cls.runtime.session import Classifier
 
 ROOT = Path(__file__).resolve().parents[3]
 

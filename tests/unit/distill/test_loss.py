@@ -4,8 +4,8 @@ import pytest
 import torch
 import torch.nn.functional as F
 
+from tfm_cls.classify.heads import Head, MultiLabelHead, RegressionHead
 from tfm_cls.distill.loss import distill_loss, hint_loss
-from tfm_cls.tasks import Head, MultiLabelHead, RegressionHead
 
 
 def _batch(seed=0, b=6, c=4):

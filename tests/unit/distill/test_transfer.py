@@ -4,10 +4,10 @@ import numpy as np
 import pytest
 
 from tfm_cls.config import from_dict
+from tfm_cls.data.tokenizer import MASK
 from tfm_cls.distill.config import TransferConfig
 from tfm_cls.distill.transfer import NO_LABEL, Vocabulary, augment, build_transfer_set, copy_rng
 from tfm_cls.errors import ConfigError
-from tfm_cls.tokenizer import MASK
 
 TEXTS = [f"w{i % 7} alpha beta w{i % 11} gamma delta w{i % 13} eps" for i in range(50)]
 LABELS = [i % 3 for i in range(50)]

@@ -19,7 +19,7 @@ from tokenizers import Tokenizer
 import tfm_cls
 from tfm_cls.errors import InferenceError
 from tfm_cls.model import TransformerClassifier
-from tfm_cls.runtime.classifier import Classifier
+from tfm_cls.runtime.session import Classifier
 
 
 @pytest.mark.parametrize(

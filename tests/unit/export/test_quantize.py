@@ -13,7 +13,7 @@ from onnx import numpy_helper
 from tfm_cls.export import quantize
 
 from tfm_cls.cli import main
-from tfm_cls.runtime.classifier import Classifier
+from tfm_cls.runtime.session import Classifier
 
 
 @pytest.fixture(scope="module")

@@ -7,7 +7,7 @@ import onnx
 import pytest
 import torch
 from tfm_cls.export import spec
-from tfm_cls.export.seq2seq import MonolithicGreedyDecoder, SplitGreedyDecoder
+from tfm_cls.export.greedy_decode import MonolithicGreedyDecoder, SplitGreedyDecoder
 from tfm_cls.export.verify import verify
 
 

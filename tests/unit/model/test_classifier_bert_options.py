@@ -1,13 +1,13 @@
 """The BERT-mapping options reproduce transformers' BertModel exactly (random tiny config), with the
-weights converted by the library (tfm_cls.pretrained.hf_weights)."""
+weights converted by the library (tfm_cls.init_from.hf_weights)."""
 
 from __future__ import annotations
 
 import pytest
 import torch
 
+from tfm_cls.init_from.hf_weights import EncoderSpec, convert_state_dict
 from tfm_cls.model import TransformerClassifier
-from tfm_cls.pretrained.hf_weights import EncoderSpec, convert_state_dict
 
 
 @pytest.mark.slow  # importing transformers takes ~10 s

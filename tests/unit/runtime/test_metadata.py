@@ -14,8 +14,8 @@ from tfm_cls.export import infer
 from tfm_cls.export.verify import VerificationError, verify
 
 from tfm_cls.errors import InferenceError, StaleExportError
-from tfm_cls.runtime.classifier import Classifier
 from tfm_cls.runtime.metadata import FIELD_KEYS, KEYS, ExportMetadata
+from tfm_cls.runtime.session import Classifier
 from tfm_cls.runtime.text import LongText
 
 

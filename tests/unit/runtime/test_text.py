@@ -13,14 +13,14 @@ import torch
 from kits.longdocs_fixtures import chunked_onnx, model, tokenizer  # noqa: F401
 from kits.longdocs_kit import LABELS, MAX_LENGTH, WORDS, make_run, texts
 
-from tfm_cls.batching import tokenize_dataset
+from tfm_cls.classify.predict import classify_texts, predict_logits
 from tfm_cls.config import ClassifierConfig, TokenizerConfig, load_config
+from tfm_cls.data.tokenized import tokenize_dataset
+from tfm_cls.data.tokenizer import auto_max_length, percentile_length, token_lengths
 from tfm_cls.errors import ConfigError, InferenceError
-from tfm_cls.predict import classify_texts, predict_logits
 from tfm_cls.runtime.batching import plan_batches
-from tfm_cls.runtime.classifier import Classifier
+from tfm_cls.runtime.session import Classifier
 from tfm_cls.runtime.text import LongText, TextEncoder, aggregate_windows
-from tfm_cls.tokenizer import auto_max_length, percentile_length, token_lengths
 
 # ---- max_length: auto ----------------------------------------------------------------------------------
 

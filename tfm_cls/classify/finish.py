@@ -1,0 +1,152 @@
+"""The end of a classification run: the best weights scored, and the run directory's results.
+
+    finish_run(task, data, state, epochs_done)  ->  metrics.json, history.json, report.txt,
+                                                   figures, README.md (the model card)
+
+The best weights (model.safetensors) are evaluated on validation (where, for single-label runs,
+`train.calibration` fits the temperature of calibrated scores: calibration.json, tfm_cls.classify.calibration)
+and, where the data hold a test split, on test; the report, the confusion matrix (single_label), the per-label F1 (multi_label)
+or the scatter (regression) are of the test split and are not written without one (a tuning
+trial, a TextClassifier fit): metrics.json then holds validation only. `tfm-cls train`
+(tfm_cls.train) and `tfm-cls distill` (tfm_cls.distill.recipe) both end here; under DDP every rank
+evaluates its share and rank 0 writes.
+"""
+
+from __future__ import annotations
+
+import logging
+from typing import Any
+
+import numpy as np
+
+from tfm_cls import runs as R
+from tfm_cls.classify.calibration import (
+    ECE_BINS,
+    SHIFT_Z,
+    accuracy_shift,
+    calibration_summary,
+    fit_temperature,
+)
+from tfm_cls.classify.card import write_card
+from tfm_cls.classify.plots import plot_training_curves
+from tfm_cls.classify.predict import evaluate
+from tfm_cls.classify.task import ClassificationTask
+from tfm_cls.data.sources import ClassificationData
+from tfm_cls.io import write_json
+from tfm_cls.training import distributed as D
+from tfm_cls.training.checkpoint import load_weights
+from tfm_cls.training.engine import TrainState
+from tfm_cls.training.tensorboard import TensorBoardSink
+
+logger = logging.getLogger(__name__)
+
+
+def calibrate(head: Any, logits: np.ndarray, targets: np.ndarray) -> dict[str, Any]:
+    """Fit the head's temperature on validation logits [N, C] and class ids [N] (the head's
+    `temperature` is set); what calibration.json and metrics.json record of it."""
+    temperature = fit_temperature(logits, targets)
+    head.temperature = temperature
+    summary = {"method": "temperature", "temperature": temperature, "fitted_on": "validation",
+               "ece_bins": ECE_BINS, "validation": calibration_summary(logits, targets, temperature)}
+    v = summary["validation"]
+    logger.info("calibration: temperature %.4f (validation NLL %.4f -> %.4f, ECE %.4f -> %.4f)",
+                temperature, v["nll_before"], v["nll_after"], v["ece_before"], v["ece_after"])
+    return summary
+
+
+def check_shift(validation: dict[str, Any], test: dict[str, Any], calibration: dict[str, Any]) -> float | None:
+    """Test accuracy minus validation accuracy in standard errors (None without accuracies); a
+    warning where they are SHIFT_Z or more apart: validation, where T was fitted, then does not
+    represent test, and the temperature may not carry to it."""
+    if "accuracy" not in validation or "accuracy" not in test:
+        return None
+    z = accuracy_shift(validation["accuracy"], validation["examples"], test["accuracy"], test["examples"])
+    if abs(z) >= SHIFT_Z:
+        t = calibration["test"]
+        logger.warning(
+            "calibration: validation accuracy %.4f (%d texts) and test accuracy %.4f (%d texts) are %.1f standard "
+            "errors apart: the temperature fitted on validation may not carry to test (test ECE %.4f -> %.4f)",
+            validation["accuracy"], validation["examples"], test["accuracy"], test["examples"], abs(z),
+            t["ece_before"], t["ece_after"])
+    return z
+
+
+def finish_run(
+    task: ClassificationTask, data: ClassificationData, state: TrainState, epochs_done: float,
+    board: TensorBoardSink | None = None, extra: dict[str, Any] | None = None,
+) -> dict[str, Any]:
+    """Evaluate the best weights on validation (where the head tunes its decision rule, e.g. the
+    multi-label thresholds) and test (when the splits hold one); write metrics (plus `extra`, e.g.
+    a distillation's report), the head's decision file, report and figure, the training curves and
+    the model card (rank 0); the test figure and the resolved config also go to TensorBoard."""
+    cfg, model, env, run_dir, splits, head = task.cfg, task.model, task.env, task.run_dir, task.splits, task.task_head
+    D.on_main(env, load_weights, model, run_dir / R.WEIGHTS_FILE)
+    D.broadcast_module(model, env)  # the other ranks may not see rank 0's disk
+    tc, device = cfg.train, env.device
+    results: dict[str, Any] = {}
+    results["validation"], validation_logits = evaluate(
+        model, splits["validation"], data.labels, tc.eval_batch_size, device, task.pad_id, env=env, amp=task.amp,
+        head=head, tune=True,
+    )
+    calibration = None
+    if tc.calibration != "none" and head.calibratable:
+        calibration = calibrate(head, validation_logits, splits["validation"].labels)
+        # The validation loss of the scores users see (the metrics are those of an argmax: unchanged).
+        results["validation"]["loss"] = head.metrics(validation_logits, splits["validation"].labels, data.labels)["loss"]
+    test = splits.get("test")
+    if test is not None:
+        results["test"], test_logits = evaluate(
+            model, test, data.labels, tc.eval_batch_size, device, task.pad_id, env=env, amp=task.amp, head=head
+        )
+        if calibration is not None:
+            calibration["test"] = calibration_summary(test_logits, test.labels, head.temperature)
+            calibration["test"]["accuracy_shift"] = check_shift(results["validation"], results["test"], calibration)
+    metrics = {
+        **results,
+        **({"task": head.task} if head.records_task else {}),
+        "best_step": state.best_step,
+        "best_metric": tc.best_metric,
+        "steps": state.step,
+        "epochs": epochs_done,
+        "stopped": state.stopped,
+        "train_seconds": state.seconds,
+        "train_tokens_per_second": state.tokens / max(state.seconds, 1e-9),
+        "num_parameters": sum(p.numel() for p in model.parameters()),
+        "device": str(device),
+        "precision": task.amp.name,
+        "world_size": env.world_size,
+        "labels": data.labels,
+        **head.weights_record(data.labels),  # train.class_weight / multi_label.pos_weight, as trained
+        "data": {
+            "source": data.source,
+            "carved_from_train": data.carved,
+            **{f"{name}_examples": len(split) for name, split in splits.items()},
+            "truncated": {name: split.num_truncated for name, split in splits.items()},
+            "empty": {name: split.num_empty for name, split in splits.items()},
+            **({"pairs": splits["train"].token_type_ids is not None} if head.records_task else {}),
+        },
+        **({"calibration": calibration} if calibration is not None else {}),
+        **(extra or {}),
+    }
+    if env.is_main:
+        if calibration is not None:
+            write_json(run_dir / R.CALIBRATION_FILE, calibration)
+        write_json(run_dir / R.METRICS_FILE, metrics)
+        write_json(run_dir / R.HISTORY_FILE, state.history)
+        head.save_decision(run_dir, data.labels)
+        figure = None
+        if test is not None:
+            figure = head.write_test_results(run_dir, test.labels, test_logits, results["test"], data.labels)
+        plot_training_curves(state.history, run_dir / R.CURVES_FILE, tc.best_metric)
+        if board is not None:
+            if figure is not None:
+                board.image_file(f"test/{figure.stem}", figure, state.step)
+            board.text("config", (run_dir / R.CONFIG_FILE).read_text(encoding="utf-8"), state.step)
+        write_card(run_dir)
+
+    def summary(split: str) -> str:
+        return f"{split} " + ", ".join(f"{k} {results[split][k]:.4f}" for k in head.summary_keys)
+
+    tested = f" | {summary('test')}" if test is not None else " (test not scored)"
+    logger.info("best (step %d): %s%s -> %s", state.best_step, summary("validation"), tested, run_dir)
+    return metrics

@@ -1,0 +1,100 @@
+"""The classification task on the one engine: what classification adds to tfm_cls.training.engine.
+
+ClassificationTask says how length-bucketed batches of labelled texts become a loss (the task
+head's: cross-entropy with label smoothing, BCE, MSE; tfm_cls.classify.heads), how validation is scored
+(accuracy / macro-F1 / loss, or the head's metrics) and what is saved (model.safetensors).
+`tfm-cls train` (tfm_cls.train) and `tfm-cls distill` (tfm_cls.distill.recipe, a subclass) run it;
+segment_kwargs is what both say about a from-scratch classifier's segment embedding.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from pathlib import Path
+
+import numpy as np
+from torch import Tensor, nn
+
+from tfm_cls import runs as R
+from tfm_cls.classify.heads import head_for
+from tfm_cls.classify.predict import evaluate
+from tfm_cls.config import ClassifierConfig
+from tfm_cls.data.tokenized import LengthBucketSampler, TokenizedSplit, batch_loader, window_rows
+from tfm_cls.data.tokenizer import PAD_ID
+from tfm_cls.training import distributed as D
+from tfm_cls.training.checkpoint import save_weights
+from tfm_cls.training.precision import Precision
+
+
+def segment_kwargs(cfg: ClassifierConfig) -> dict[str, int]:
+    """The segment embedding of a from-scratch model: on for sentence pairs unless
+    model.segment_embedding says otherwise; absent for single texts (the model is unchanged)."""
+    segments = cfg.model.segment_embedding
+    if segments is None:
+        segments = cfg.data.text_pair_column is not None
+    return {"type_vocab_size": 2} if segments else {}
+
+
+class ClassificationTask:
+    """Labelled texts -> cross-entropy; validation accuracy / macro-F1 / loss; best weights saved."""
+
+    name = "classification"
+    has_validation = True
+
+    def __init__(
+        self, cfg: ClassifierConfig, model: nn.Module, splits: dict[str, TokenizedSplit], labels: list[str],
+        run_dir: Path, env: D.DistEnv, amp: Precision,
+    ) -> None:
+        tc = cfg.train
+        self.cfg, self.model, self.splits, self.labels = cfg, model, splits, labels
+        self.run_dir, self.env, self.amp = run_dir, env, amp
+        self.best_metric = tc.best_metric
+        self.task_head = head_for(cfg, splits["train"].labels, labels=labels)  # tfm_cls.classify.heads: loss, metrics, decisions
+        self.pad_id = model.config.get("pad_token_id") or PAD_ID
+        self.sampler = self._sampler(splits["train"].lengths) if splits["train"].windows is None else None
+        if tc.wide_warm_start:  # the fitted branch stays as fitted; the encoder learns what it misses (tfm_cls.classify.wide)
+            model.wide.weight.requires_grad_(False)
+
+    def _sampler(self, lengths: np.ndarray) -> LengthBucketSampler:
+        tc = self.cfg.train
+        return LengthBucketSampler(
+            lengths, tc.batch_size, shuffle=True, seed=self.cfg.seed, bucket_batches=tc.bucket_batches,
+            rank=self.env.rank, world_size=self.env.world_size,
+        )
+
+    def epoch_batches(self, epoch: int) -> list[list[int]]:
+        train_split = self.splits["train"]
+        if train_split.windows is None:
+            return self.sampler.epoch_batches(epoch)
+        # train.window: random: one window of each text this epoch, batched by its length
+        rows = window_rows(train_split.windows, self.cfg.seed, epoch)  # [num_examples] row of each example
+        return [rows[batch].tolist() for batch in self._sampler(train_split.lengths[rows]).epoch_batches(epoch)]
+
+    def batches(self, epoch: int, batches: list[list[int]]) -> Iterator[dict[str, Tensor]]:
+        return batch_loader(self.splits["train"], batches, self.pad_id, self.env.device, self.cfg.train.num_workers)
+
+    def units(self, batch: dict[str, Tensor]) -> int:
+        return len(batch["labels"])
+
+    def loss(self, model: nn.Module, batch: dict[str, Tensor]) -> Tensor:
+        if "token_type_ids" in batch:  # sentence pairs
+            logits = model(batch["input_ids"], batch["attention_mask"], batch["token_type_ids"])  # [B, C]
+        else:
+            logits = model(batch["input_ids"], batch["attention_mask"])  # [B, C]
+        if "offsets" in batch:  # the warm-started branch's out-of-fold logits in place of its own
+            logits = logits + batch["offsets"]
+        return self.task_head.loss(logits, batch["labels"])
+
+    def evaluate(self) -> dict[str, float]:
+        metrics, _ = evaluate(
+            self.model, self.splits["validation"], self.labels, self.cfg.train.eval_batch_size, self.env.device,
+            self.pad_id, env=self.env, amp=self.amp, head=self.task_head, tune=True,
+        )
+        return {k: metrics[k] for k in self.task_head.metric_names}
+
+    def describe(self, metrics: dict[str, float]) -> str:
+        return self.task_head.describe(metrics)
+
+    def save_best(self) -> None:
+        save_weights(self.model, self.run_dir / R.WEIGHTS_FILE)
+
