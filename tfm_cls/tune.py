@@ -245,19 +245,12 @@ def _summary(study: Any) -> list[dict[str, Any]]:
     ]
 
 
-def tune(cfg: TuneConfig, *, retrain: bool = False, overwrite: bool = False) -> dict[str, Any]:
-    """Run (or resume) the search; write study.db, trials.json, best.yaml (and best/ with `retrain`).
-    Returns {"best_value", "best_params", "metric", "trials", "best_config", "retrained"}."""
-    optuna = _optuna()
-    from tfm_cls.train import train
-
+def _open_study(optuna: Any, cfg: TuneConfig, run_dir: Path, metric: str) -> Any:
+    """The study in RUN/study.db, created or resumed; a trial left RUNNING by a dead process is
+    marked failed (it runs again)."""
     ts = cfg.tune
-    base = cfg.base_config()
-    metric = ts.metric or base.train.best_metric
-    run_dir = _prepare_run_dir(cfg, overwrite)
-    storage = f"sqlite:///{(run_dir / STUDY_FILE).resolve()}"
     study = optuna.create_study(
-        study_name=cfg.name, storage=storage, load_if_exists=True,
+        study_name=cfg.name, storage=f"sqlite:///{(run_dir / STUDY_FILE).resolve()}", load_if_exists=True,
         direction="minimize" if metric == "loss" else "maximize",
         pruner=optuna.pruners.MedianPruner(n_startup_trials=ts.startup_trials, n_warmup_steps=ts.warmup_evaluations),
     )
@@ -268,6 +261,46 @@ def tune(cfg: TuneConfig, *, retrain: bool = False, overwrite: bool = False) -> 
         # A trial still RUNNING in the file belongs to a process that died (one search per folder).
         study._storage.set_trial_state_values(t._trial_id, optuna.trial.TrialState.FAIL)
         logger.info("trial %d was interrupted: marked failed, it will be run again", t.number)
+    return study
+
+
+def _best(optuna: Any, cfg: TuneConfig, study: Any, run_dir: Path, metric: str, retrain: bool,
+          finished_states: tuple[Any, ...]) -> dict[str, Any]:
+    """best.yaml from the best completed trial (and, with `retrain`, its full run in RUN/best/)."""
+    from tfm_cls.train import train
+
+    completed = study.get_trials(deepcopy=False, states=(optuna.trial.TrialState.COMPLETE,))
+    if not completed:
+        raise RunDirError(f"{run_dir}: no trial completed (see {run_dir / TRIALS_FILE}); raise tune.max_minutes")
+    best = study.best_trial
+    best_cfg = cfg.base_config(
+        *_trial_overrides(best.params), f"name={cfg.base_config().name}-tuned", f"run_dir={run_dir / BEST_RUN_DIR}"
+    )
+    save_config(best_cfg, run_dir / BEST_CONFIG_FILE)
+    logger.info("best trial %d: validation %s %.4f with %s -> %s", best.number, metric, best.value,
+                " ".join(_trial_overrides(best.params)), run_dir / BEST_CONFIG_FILE)
+    result: dict[str, Any] = {
+        "metric": metric, "best_trial": best.number, "best_value": best.value, "best_params": best.params,
+        "trials": len(study.get_trials(deepcopy=False, states=finished_states)),
+        "best_config": str(run_dir / BEST_CONFIG_FILE), "retrained": None,
+    }
+    if retrain:
+        metrics = train(best_cfg, overwrite=True)
+        result["retrained"] = {split: {k: metrics[split][k] for k in ("accuracy", "macro_f1", "loss")}
+                               for split in ("validation", "test")}
+    return result
+
+
+def tune(cfg: TuneConfig, *, retrain: bool = False, overwrite: bool = False) -> dict[str, Any]:
+    """Run (or resume) the search; write study.db, trials.json, best.yaml (and best/ with `retrain`).
+    Returns {"best_value", "best_params", "metric", "trials", "best_config", "retrained"}."""
+    optuna = _optuna()
+    from tfm_cls.train import train
+
+    ts = cfg.tune
+    metric = ts.metric or cfg.base_config().train.best_metric
+    run_dir = _prepare_run_dir(cfg, overwrite)
+    study = _open_study(optuna, cfg, run_dir, metric)
     finished_states = (optuna.trial.TrialState.COMPLETE, optuna.trial.TrialState.PRUNED)
     done = len(study.get_trials(deepcopy=False, states=finished_states))
     spent = float(study.user_attrs.get("seconds", 0.0))
@@ -309,26 +342,7 @@ def tune(cfg: TuneConfig, *, retrain: bool = False, overwrite: bool = False) -> 
         optuna.logging.set_verbosity(optuna.logging.WARNING)  # our own lines say what happens
         study.optimize(objective, n_trials=remaining, callbacks=[after_trial], catch=(TfmClsError,))
     write_json(run_dir / TRIALS_FILE, _summary(study))
-    completed = study.get_trials(deepcopy=False, states=(optuna.trial.TrialState.COMPLETE,))
-    if not completed:
-        raise RunDirError(f"{run_dir}: no trial completed (see {run_dir / TRIALS_FILE}); raise tune.max_minutes")
-    best = study.best_trial
-    best_cfg = cfg.base_config(
-        *_trial_overrides(best.params), f"name={base.name}-tuned", f"run_dir={run_dir / BEST_RUN_DIR}"
-    )
-    save_config(best_cfg, run_dir / BEST_CONFIG_FILE)
-    logger.info("best trial %d: validation %s %.4f with %s -> %s", best.number, metric, best.value,
-                " ".join(_trial_overrides(best.params)), run_dir / BEST_CONFIG_FILE)
-    result: dict[str, Any] = {
-        "metric": metric, "best_trial": best.number, "best_value": best.value, "best_params": best.params,
-        "trials": len(study.get_trials(deepcopy=False, states=finished_states)),
-        "best_config": str(run_dir / BEST_CONFIG_FILE), "retrained": None,
-    }
-    if retrain:
-        metrics = train(best_cfg, overwrite=True)
-        result["retrained"] = {split: {k: metrics[split][k] for k in ("accuracy", "macro_f1", "loss")}
-                               for split in ("validation", "test")}
-    return result
+    return _best(optuna, cfg, study, run_dir, metric, retrain, finished_states)
 
 
 def check_space(cfg: TuneConfig) -> list[str]:

@@ -126,6 +126,94 @@ def _loss_weights_lines(metrics: dict[str, Any], config: dict[str, Any]) -> list
     return ["", f"Loss weights (`{record['key']}: {given if isinstance(given, str) else 'a mapping'}`): {shown}{more}."]
 
 
+def _data_lines(config: dict[str, Any], metrics: dict[str, Any] | None) -> list[str]:
+    """## Data: the source, what was carved from train, and each split's size."""
+    out = ["## Data", ""]
+    if not metrics:
+        return out + [f"Dataset: `{_dataset_name(config)}` (the run has not finished: no metrics.json yet)."]
+    data = metrics.get("data", {})
+    out.append(f"Source: `{data.get('source', _dataset_name(config))}`.")
+    carved = data.get("carved_from_train") or []
+    if carved:
+        out.append(f"Carved from the training split (seeded, stratified): {', '.join(carved)}.")
+    out += ["", "| split | examples | truncated | empty |", "|---|---:|---:|---:|"]
+    for split in ("train", "validation", "test"):
+        if f"{split}_examples" in data:
+            out.append(f"| {split} | {data[f'{split}_examples']} | {data.get('truncated', {}).get(split, 0)} | "
+                       f"{data.get('empty', {}).get(split, 0)} |")
+    return out
+
+
+def _results_lines(config: dict[str, Any], metrics: dict[str, Any] | None, evaluations: dict[str, Any]) -> list[str]:
+    """## Results: how the best weights were chosen, the metrics table, the loss weights."""
+    out = ["## Results", ""]
+    if not metrics:
+        return out
+    best = metrics.get("best_metric")
+    out.append(f"Scores of the best weights (selected by validation {best} at step {metrics.get('best_step')} "
+               f"of {metrics.get('steps')}; {metrics.get('epochs', 0):.2f} epochs, stopped: {metrics.get('stopped')}, "
+               f"{metrics.get('train_seconds', 0):.0f} s of training on {metrics.get('device')}).")
+    if "test" not in metrics:
+        out.append("This run did not score a test split (validation only: a tuning trial, or a TextClassifier fit on "
+                   "texts of its own).")
+    out += ["", *_metrics_table(metrics, evaluations, card_metrics(config))]
+    out += _loss_weights_lines(metrics, config)
+    if not metrics.get("baselines"):
+        out += ["", "No TF-IDF baseline was computed by this run (see `benchmarks/bench_accuracy.py`)."]
+    return out
+
+
+def _calibration_lines(calibration: dict[str, Any] | None) -> list[str]:
+    """## Calibration: the temperature and the ECE / NLL before and after, with the shift warning."""
+    if not calibration:
+        return []
+    out = ["## Calibration", "",
+           f"Scores are softmax(logits / T) with T = {calibration['temperature']:.4f}, fitted on the validation "
+           f"split (temperature scaling: LBFGS on the NLL); predicted labels are those of the raw logits. "
+           f"Expected calibration error ({calibration.get('ece_bins', 15)} bins):", "",
+           "| split | ECE before | ECE after | NLL before | NLL after |", "|---|---:|---:|---:|---:|"]
+    for split in ("validation", "test"):
+        if split in calibration:
+            c = calibration[split]
+            out.append(f"| {split} | {c['ece_before']:.4f} | {c['ece_after']:.4f} | {c['nll_before']:.4f} | "
+                       f"{c['nll_after']:.4f} |")
+    shift = calibration.get("test", {}).get("accuracy_shift")
+    if shift is not None and abs(shift) >= SHIFT_Z:
+        out += ["", f"**Validation and test accuracy are {abs(shift):.1f} standard errors apart**: the validation "
+                "split, where T was fitted, does not represent test, and T may not carry to it."]
+    return out
+
+
+def _limits_lines(config: dict[str, Any], model_config: dict[str, Any], metrics: dict[str, Any] | None,
+                  labels: list[str], language: str) -> list[str]:
+    tok = config.get("tokenizer", {})
+    truncated = (f"; {sum((metrics.get('data') or {}).get('truncated', {}).values())} texts of the run's data were."
+                 if metrics else ".")
+    return [
+        "## Limits", "",
+        f"- Inputs longer than {tok.get('max_length')} tokens (including [CLS] and [SEP]) are truncated{truncated}",
+        f"- Vocabulary: {model_config['vocab_size']} {tok.get('kind', 'wordpiece')} pieces learnt from the training "
+        f"texts{' (lowercased)' if tok.get('lowercase', True) else ''}; words outside it become sub-words or [UNK].",
+        f"- Only the {len(labels)} classes above; language tag `{language}` is guessed from the vocabulary.",
+        "- Trained and evaluated on one dataset; expect lower accuracy on texts of another domain.",
+    ]
+
+
+def _usage_lines(run_dir: Path) -> list[str]:
+    """## How to use: the ONNX file (exported or not yet) and the Python API."""
+    onnx = run_dir / ONNX_FILE
+    out = ["## How to use", "", "ONNX (torch-free: onnxruntime, tokenizers and numpy; the tokenizer, labels and max",
+           "length travel inside the file):", "", "```bash"]
+    if not onnx.is_file():
+        out.append(f"tfm-cls export --run {run_dir}        # writes and verifies model.onnx")
+    out += ["python export/infer.py --model model.onnx --input texts.txt --output predictions.jsonl",
+            "# or: tfm-cls infer --model model.onnx --input texts.txt", "```", ""]
+    if onnx.is_file():
+        out += [f"`{ONNX_FILE}` is here ({onnx.stat().st_size / 2**20:.1f} MB).", ""]
+    return out + ["Python:", "", "```python", "from tfm_cls import TextClassifier", "",
+                  f'clf = TextClassifier.load("{run_dir}")', 'clf.predict(["some text"])', "```", ""]
+
+
 def render_card(run_dir: str | Path) -> str:
     """The Markdown text of RUN/README.md (see the module docstring)."""
     run_dir = Path(run_dir)
@@ -136,93 +224,29 @@ def render_card(run_dir: str | Path) -> str:
     evaluations = _read_optional(run_dir / EVALUATIONS_FILE) or {}
     vocabulary = list((read_json(run_dir / R.TOKENIZER_FILE).get("model") or {}).get("vocab") or [])
     language = guess_language(vocabulary)
-    tok, train_cfg = config.get("tokenizer", {}), config.get("train", {})
-    name = config.get("name", run_dir.name)
+    train_cfg = config.get("train", {})
     init_from = (config.get("model") or {}).get("init_from")
-
-    out = ["---", yaml.safe_dump(front_matter(config, metrics, language), sort_keys=False, allow_unicode=True).rstrip(),
-           "---", "", f"# {name}", ""]
     start = f"fine-tuned from `{init_from}`" if init_from else "trained from scratch (random initialisation)"
     params = f"{metrics['num_parameters']:,} parameters, " if metrics else ""
-    out += [
-        f"A text classifier ({len(labels)} classes) built with tfm-cls: a Transformer "
-        f"encoder written in plain PyTorch, {start}; {params}{model_config['num_layers']} layers, "
-        f"d_model {model_config['d_model']}, {model_config['nhead']} attention heads, feed-forward "
-        f"{model_config['dim_feedforward']}, {model_config.get('pooling', 'mean')} pooling, "
-        f"{model_config.get('position_embedding', 'sinusoidal')} positions.", "",
-    ]
-    out += ["## Data", ""]
-    if metrics:
-        data = metrics.get("data", {})
-        out.append(f"Source: `{data.get('source', _dataset_name(config))}`.")
-        carved = data.get("carved_from_train") or []
-        if carved:
-            out.append(f"Carved from the training split (seeded, stratified): {', '.join(carved)}.")
-        out += ["", "| split | examples | truncated | empty |", "|---|---:|---:|---:|"]
-        for split in ("train", "validation", "test"):
-            if f"{split}_examples" in data:
-                out.append(f"| {split} | {data[f'{split}_examples']} | {data.get('truncated', {}).get(split, 0)} | "
-                           f"{data.get('empty', {}).get(split, 0)} |")
-    else:
-        out.append(f"Dataset: `{_dataset_name(config)}` (the run has not finished: no metrics.json yet).")
-    out += ["", "## Labels", "", "| index | label |", "|---:|---|"]
-    out += [f"| {i} | {label} |" for i, label in enumerate(labels)]
-    out += ["", "## Results", ""]
-    if metrics:
-        best = metrics.get("best_metric")
-        out.append(f"Scores of the best weights (selected by validation {best} at step {metrics.get('best_step')} "
-                   f"of {metrics.get('steps')}; {metrics.get('epochs', 0):.2f} epochs, stopped: {metrics.get('stopped')}, "
-                   f"{metrics.get('train_seconds', 0):.0f} s of training on {metrics.get('device')}).")
-        if "test" not in metrics:
-            out.append("This run did not score a test split (validation only: a tuning trial, or a TextClassifier fit on "
-                       "texts of its own).")
-        out += ["", *_metrics_table(metrics, evaluations, card_metrics(config))]
-        out += _loss_weights_lines(metrics, config)
-        if not metrics.get("baselines"):
-            out += ["", "No TF-IDF baseline was computed by this run (see `benchmarks/bench_accuracy.py`)."]
-    calibration = (metrics or {}).get("calibration")
-    if calibration:
-        out += ["", "## Calibration", "",
-                f"Scores are softmax(logits / T) with T = {calibration['temperature']:.4f}, fitted on the validation "
-                f"split (temperature scaling: LBFGS on the NLL); predicted labels are those of the raw logits. "
-                f"Expected calibration error ({calibration.get('ece_bins', 15)} bins):", "",
-                "| split | ECE before | ECE after | NLL before | NLL after |", "|---|---:|---:|---:|---:|"]
-        for split in ("validation", "test"):
-            if split in calibration:
-                c = calibration[split]
-                out.append(f"| {split} | {c['ece_before']:.4f} | {c['ece_after']:.4f} | {c['nll_before']:.4f} | "
-                           f"{c['nll_after']:.4f} |")
-        shift = calibration.get("test", {}).get("accuracy_shift")
-        if shift is not None and abs(shift) >= SHIFT_Z:
-            out += ["", f"**Validation and test accuracy are {abs(shift):.1f} standard errors apart**: the validation "
-                    "split, where T was fitted, does not represent test, and T may not carry to it."]
+    out = ["---", yaml.safe_dump(front_matter(config, metrics, language), sort_keys=False, allow_unicode=True).rstrip(),
+           "---", "", f"# {config.get('name', run_dir.name)}", "",
+           f"A text classifier ({len(labels)} classes) built with tfm-cls: a Transformer "
+           f"encoder written in plain PyTorch, {start}; {params}{model_config['num_layers']} layers, "
+           f"d_model {model_config['d_model']}, {model_config['nhead']} attention heads, feed-forward "
+           f"{model_config['dim_feedforward']}, {model_config.get('pooling', 'mean')} pooling, "
+           f"{model_config.get('position_embedding', 'sinusoidal')} positions.", ""]
+    out += _data_lines(config, metrics)
+    out += ["", "## Labels", "", "| index | label |", "|---:|---|", *(f"| {i} | {x} |" for i, x in enumerate(labels))]
+    out += ["", *_results_lines(config, metrics, evaluations)]
+    calibration = _calibration_lines((metrics or {}).get("calibration"))
+    out += ["", *calibration] if calibration else []
     if (run_dir / R.REPORT_HTML_FILE).is_file():
         out += ["", f"The full report (errors, calibration, likely label errors, a TF-IDF baseline): "
                 f"[{R.REPORT_HTML_FILE}]({R.REPORT_HTML_FILE})."]
     if (run_dir / R.CONFUSION_FILE).is_file():
         out += ["", "## Confusion matrix (test)", "", f"![confusion matrix]({R.CONFUSION_FILE})"]
-    max_length = tok.get("max_length")
-    out += [
-        "", "## Limits", "",
-        f"- Inputs longer than {max_length} tokens (including [CLS] and [SEP]) are truncated"
-        + (f"; {sum((metrics.get('data') or {}).get('truncated', {}).values())} texts of the run's data were."
-           if metrics else "."),
-        f"- Vocabulary: {model_config['vocab_size']} {tok.get('kind', 'wordpiece')} pieces learnt from the training "
-        f"texts{' (lowercased)' if tok.get('lowercase', True) else ''}; words outside it become sub-words or [UNK].",
-        f"- Only the {len(labels)} classes above; language tag `{language}` is guessed from the vocabulary.",
-        "- Trained and evaluated on one dataset; expect lower accuracy on texts of another domain.",
-    ]
-    onnx = run_dir / ONNX_FILE
-    out += ["", "## How to use", "", "ONNX (torch-free: onnxruntime, tokenizers and numpy; the tokenizer, labels and max",
-            "length travel inside the file):", "", "```bash"]
-    if not onnx.is_file():
-        out.append(f"tfm-cls export --run {run_dir}        # writes and verifies model.onnx")
-    out += ["python export/infer.py --model model.onnx --input texts.txt --output predictions.jsonl",
-            "# or: tfm-cls infer --model model.onnx --input texts.txt", "```", ""]
-    if onnx.is_file():
-        out += [f"`{ONNX_FILE}` is here ({onnx.stat().st_size / 2**20:.1f} MB).", ""]
-    out += ["Python:", "", "```python", "from tfm_cls import TextClassifier", "",
-            f'clf = TextClassifier.load("{run_dir}")', 'clf.predict(["some text"])', "```", ""]
+    out += ["", *_limits_lines(config, model_config, metrics, labels, language)]
+    out += ["", *_usage_lines(run_dir)]
     out += ["## Training config", "", f"Resolved `{R.CONFIG_FILE}` (train: {train_cfg.get('epochs')} epochs max, "
             f"batch {train_cfg.get('batch_size')}, lr {train_cfg.get('lr')}):", "", "```yaml",
             (run_dir / R.CONFIG_FILE).read_text(encoding="utf-8").rstrip(), "```", ""]

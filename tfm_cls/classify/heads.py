@@ -41,16 +41,12 @@ from tfm_cls.runtime.heads import (
     MULTI_LABEL,
     REGRESSION,
     SINGLE_LABEL,
-    TASK_TYPES,
     MultiLabel,
     Regression,
     SingleLabel,
 )
 
 logger = logging.getLogger(__name__)
-
-TASKS = TASK_TYPES
-
 
 # ---- multi-label decisions ---------------------------------------------------------------------------
 

@@ -299,6 +299,24 @@ def extra_texts(cfg: DistillConfig, data) -> list[str]:
 # ---- the job ------------------------------------------------------------------------------------------------
 
 
+def _student(cfg: DistillConfig, teacher: Teacher, data: Any, vocabulary_texts: list[str], run_dir: Path,
+             resume: bool) -> tuple[DistillConfig, nn.Module, Tokenizer]:
+    """The student and its tokenizer, with `cfg`'s `auto` lengths resolved to the numbers chosen
+    (config.yaml; distill_config.yaml keeps `auto`). On resume, exactly what the interrupted run
+    built (the weights come from the checkpoint)."""
+    if resume:
+        tokenizer = load_tokenizer(run_dir / R.TOKENIZER_FILE)
+        model = R.build_model(read_json(run_dir / R.MODEL_CONFIG_FILE))
+        return resolved_lengths(cfg, max_length_of(tokenizer), model.config["max_len"]), model, tokenizer
+    tokenizer = student_tokenizer(cfg, teacher, vocabulary_texts)
+    length = max_length_of(tokenizer)
+    cfg = resolved_lengths(cfg, length, length if cfg.model.max_len == "auto" else cfg.model.max_len)
+    model = build_student(cfg, tokenizer, len(data.labels), teacher)
+    if cfg.student.layers is None:  # a cut student keeps the teacher's head as it is
+        head_for(cfg.student_config()).start_output(model, data.splits["train"]["label"])
+    return cfg, model, tokenizer
+
+
 def distill(cfg: DistillConfig, *, resume: bool = False, overwrite: bool = False) -> dict[str, Any]:
     """Label the transfer set with the teacher, train the student, write the run directory;
     returns the contents of metrics.json. One process (the teacher labels on this machine)."""
@@ -321,18 +339,7 @@ def distill(cfg: DistillConfig, *, resume: bool = False, overwrite: bool = False
         if transfer.pairs is not None:
             train_texts = [*train_texts, *data.splits["train"]["text_pair"]]  # what the student's vocabulary sees
         asked = cfg  # as given (`auto` lengths kept): distill_config.yaml
-        if train_resume:  # exactly what the interrupted run built (weights come from the checkpoint)
-            tokenizer = load_tokenizer(run_dir / R.TOKENIZER_FILE)
-            model = R.build_model(read_json(run_dir / R.MODEL_CONFIG_FILE))
-            cfg = resolved_lengths(cfg, max_length_of(tokenizer), model.config["max_len"])
-        else:
-            tokenizer = student_tokenizer(cfg, teacher, train_texts + extra)
-            # `auto` lengths -> the numbers chosen (config.yaml); distill_config.yaml keeps `auto`
-            length = max_length_of(tokenizer)
-            cfg = resolved_lengths(cfg, length, length if cfg.model.max_len == "auto" else cfg.model.max_len)
-            model = build_student(cfg, tokenizer, len(data.labels), teacher)
-            if cfg.student.layers is None:  # a cut student keeps the teacher's head as it is
-                head_for(cfg.student_config()).start_output(model, data.splits["train"]["label"])
+        cfg, model, tokenizer = _student(cfg, teacher, data, train_texts + extra, run_dir, train_resume)
         student_params, teacher_params = sum(p.numel() for p in model.parameters()), teacher.num_parameters()
         if student_params >= teacher_params:
             logger.warning(

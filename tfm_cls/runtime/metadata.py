@@ -57,8 +57,6 @@ KEYS = {
     "tfm_cls.quantization": "quantization",
 }
 FIELD_KEYS = {field: key for key, field in KEYS.items()}
-WEIGHTS_DIGEST_KEY = FIELD_KEYS["weights_sha256"]
-LONG_TEXT_KEY = FIELD_KEYS["long_text"]
 _JSON_FIELDS = {"model_config", "export_sizes", "labels", "ensure_label", "thresholds", "fixed_threshold",
                 "text_pair", "fusions", "quantization", "temperature"}
 _INT_FIELDS = {"max_length", "opset", "bos_id", "eos_id"}
