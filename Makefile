@@ -19,7 +19,7 @@ DATA_ROOT ?= ../shared/data
 export HF_HOME ?= $(CURDIR)/.cache/huggingface
 
 .PHONY: install test test-slow lint train-cls eval predict export verify-onnx infer quantize \
-        pretrain distill bench-model bench-accuracy bench-infer bench-serve bench-front serve check-gpu clean
+        pretrain distill bench bench-model bench-accuracy bench-infer bench-serve bench-front serve check-gpu clean
 
 $(VENV)/.installed: pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -45,11 +45,13 @@ clean:
 	rm -rf $(VENV) .pytest_cache .ruff_cache build *.egg-info
 
 # ---- jobs -------------------------------------------------------------------------------------
+# `make train-cls DATA=folder/`: the recipe chooses the config for the folder (tfm-cls train --data).
+TRAIN_SOURCE = $(if $(DATA),--data $(DATA),--config $(CONFIG))
 train-cls: install
 	@if [ "$(NPROC)" -gt 1 ]; then \
-	  $(VENV)/bin/torchrun --standalone --nproc_per_node=$(NPROC) -m tfm_cls.cli train --config $(CONFIG) $(ARGS); \
+	  $(VENV)/bin/torchrun --standalone --nproc_per_node=$(NPROC) -m tfm_cls.cli train $(TRAIN_SOURCE) $(ARGS); \
 	else \
-	  $(PY) -m tfm_cls.cli train --config $(CONFIG) $(ARGS); \
+	  $(PY) -m tfm_cls.cli train $(TRAIN_SOURCE) $(ARGS); \
 	fi
 
 eval: install
@@ -87,17 +89,22 @@ infer: install
 quantize: install
 	$(PY) -m tfm_cls.cli quantize --run $(RUN) --data $(DATA) $(ARGS)
 
-# ---- benchmarks (print tables, save JSON under bench_results/) -----------------------------------
+# ---- benchmarks (print tables, save JSON under bench_results/; `make bench` lists every one) ----
+bench: install
+	@$(PY) -m benchmarks
+
 bench-model: install
-	$(PY) benchmarks/bench_model.py $(ARGS)
+	$(PY) -m benchmarks.model_speed $(ARGS)
 
 bench-accuracy: install
-	$(PY) benchmarks/bench_accuracy.py --data-root $(DATA_ROOT) $(ARGS)
+	$(PY) -m benchmarks.accuracy --data-root $(DATA_ROOT) $(ARGS)
 
+# Three tables on one ARGS: engines (torch vs onnxruntime), batching and long documents, the runtime
+# against a hand-written loop.
 bench-infer: install
-	$(PY) benchmarks/bench_infer.py --data-root $(DATA_ROOT) $(ARGS)
-	$(PY) benchmarks/bench_infer.py --data-root $(DATA_ROOT) --batching-only $(ARGS)
-	$(PY) benchmarks/bench_infer.py --data-root $(DATA_ROOT) --hand-loop $(ARGS)
+	$(PY) -m benchmarks.inference --data-root $(DATA_ROOT) $(ARGS)
+	$(PY) -m benchmarks.batching --data-root $(DATA_ROOT) $(ARGS)
+	$(PY) -m benchmarks.hand_loop --data-root $(DATA_ROOT) $(ARGS)
 
 # `make bench-front [FRONT_DATASETS="trec sst2"] [RUNS=runs] [ARGS=...]`: the accuracy-speed front of each
 # dataset from the runs found under RUNS by name (D-minilm, D, D-distill, D-minilm-cut*, -seedN; the
@@ -106,15 +113,15 @@ FRONT_DATASETS ?= sst2 trec mr_polarity ag_news sms_spam
 RUNS ?= runs
 bench-front: install
 	@for d in $(FRONT_DATASETS); do \
-	  $(PY) benchmarks/bench_front.py --dataset $$d --data-root $(DATA_ROOT) --runs $(RUNS) $(ARGS) || exit 1; \
+	  $(PY) -m benchmarks.front --dataset $$d --data-root $(DATA_ROOT) --runs $(RUNS) $(ARGS) || exit 1; \
 	done
 
 # Loopback only, bounded: closed-loop clients at concurrency 1 / 8 / 32 / 128 against `tfm-cls serve`,
 # batching on vs off, the FastAPI peer (the bench extra), beside offline inference on the same texts; then the
 # open-loop overload run at 2x the saturation rate for 30 s (docs/serving.md).
 bench-serve: install
-	$(PY) benchmarks/bench_serve.py --texts $(DATA_ROOT)/trec/test.jsonl $(ARGS)
-	$(PY) benchmarks/bench_serve.py --texts $(DATA_ROOT)/trec/test.jsonl --overload $(ARGS)
+	$(PY) -m benchmarks.serving --texts $(DATA_ROOT)/trec/test.jsonl $(ARGS)
+	$(PY) -m benchmarks.serving --texts $(DATA_ROOT)/trec/test.jsonl --overload $(ARGS)
 
 # `make serve MODEL=runs/x/model.onnx [ARGS="--port 8080 --workers 2"]`: the HTTP service (127.0.0.1).
 serve: install

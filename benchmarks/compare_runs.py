@@ -1,7 +1,9 @@
-"""Side-by-side table of finished run directories (e.g. distillation probes): what each changed
-against the first one, and its steps, minutes and validation / test metric.
+"""Comparing runs: what each finished run changed against the first, and its steps, minutes and metric.
 
-    python benchmarks/compare_runs.py /work/runs/probe/mr-base /work/runs/probe/mr-out ... \\
+Side-by-side table of finished run directories (e.g. distillation probes): what
+each changed against the first one, and its steps, minutes and validation / test metric.
+
+    python -m benchmarks.compare_runs /work/runs/probe/mr-base /work/runs/probe/mr-out ... \\
         --out bench_results/probes-mr.json
 
 "changed" lists the config keys (distill_config.yaml, else config.yaml, with defaults filled in)
@@ -15,20 +17,19 @@ import argparse
 import sys
 from pathlib import Path
 
-ROOT = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(ROOT))
-
-from tfm_cls.config import ClassifierConfig, load_config, to_dict  # noqa: E402
-from tfm_cls.distill import DistillConfig  # noqa: E402
-from tfm_cls.errors import ConfigError  # noqa: E402
-from tfm_cls.io import read_json, write_json  # noqa: E402
-from tfm_cls.runs import config_differences  # noqa: E402
+from tfm_cls.config import ClassifierConfig, load_config, to_dict
+from tfm_cls.distill import DistillConfig
+from tfm_cls.errors import ConfigError
+from tfm_cls.io import read_json, write_json
+from tfm_cls.runs import config_differences
 
 SKIPPED_KEYS = ("run_dir", "name", "teacher.sha256")
 
 
 class BadRun(Exception):
     """A run directory the table cannot read: main prints one `error:` line and exits with 2."""
+
+
 METRICS = ("accuracy", "micro_f1", "macro_f1", "pearson")
 
 
@@ -62,7 +63,7 @@ def row(run_dir: Path, reference: dict) -> dict:
 
 
 def main(argv: list[str] | None = None) -> int:
-    p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    p = argparse.ArgumentParser(prog="python -m benchmarks.compare_runs", description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("runs", nargs="+", type=Path, help="finished run directories; the first is the reference")
     p.add_argument("--out", type=Path, help="write the rows here (JSON)")
     args = p.parse_args(argv)

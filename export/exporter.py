@@ -232,7 +232,7 @@ def export_graph(
     `fuse`: rewrite attention, GELU and residual+LayerNorm into onnxruntime's fused contrib ops
     (MultiHeadAttention, BiasGelu, SkipLayerNormalization) with onnxscript's ORT fusion rules; the
     file then runs on onnxruntime only. Off by default: onnxruntime applies its own fusions when
-    it loads a standard-ops graph, and benchmarks/bench_infer.py measured no gain from fusing
+    it loads a standard-ops graph, and `python -m benchmarks.inference` measured no gain from fusing
     ahead of time on our models (docs/export.md).
     """
     path = Path(path)

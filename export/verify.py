@@ -40,7 +40,7 @@ from tfm_cls.export.spec import ExportSpec
 from torch import Tensor, nn
 
 from tfm_cls.errors import InferenceError, StaleExportError
-from tfm_cls.model.classifier import token_limit
+from tfm_cls.model.wide import longest_input
 from tfm_cls.runtime.metadata import KEYS, ExportMetadata, read_props, stale_export_problem
 
 logger = logging.getLogger(__name__)
@@ -426,9 +426,7 @@ def verify(
     check_axes(cpu_session, spec, config, report)
 
     export_sizes = meta.export_sizes or EXPORT_SIZES
-    # the longest input: what the model can read (token_limit), else, for a wide model whose
-    # encoder reads only its first tokens, the export's max_length
-    longest = token_limit(config) or int(meta.max_length or config["max_len"])
+    longest = longest_input(config, meta.max_length)  # a wide branch may read past the positions
     cases = cases or default_cases(spec, export_sizes, longest, seed)
     for provider in available_providers(providers, report):
         try:

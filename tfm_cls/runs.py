@@ -11,6 +11,7 @@ runs/<name>/
     classification_report.txt   sklearn report on test
     confusion_matrix.png, training_curves.png
     thresholds.json, per_label_f1.png   multi-label runs (docs/tasks.md)
+    wide_offsets.safetensors    wide.warm_start: the training rows' loss offsets (tfm_cls.classify.wide_fit)
     calibration.json            single-label runs: the fitted temperature (tfm_cls.classify.calibration)
     report.html                 `tfm-cls report` (tfm_cls.report): one self-contained page
     predicted_vs_gold.png               regression runs
@@ -56,7 +57,6 @@ CURVES_FILE = "training_curves.png"
 PER_LABEL_F1_FILE = "per_label_f1.png"  # multi-label runs
 SCATTER_FILE = "predicted_vs_gold.png"  # regression runs
 THRESHOLDS_FILE = "thresholds.json"  # multi-label runs: the decision threshold of each label
-WIDE_OFFSETS_FILE = "wide_offsets.safetensors"  # train.wide_warm_start: the training rows' loss offsets (tfm_cls.classify.wide)
 CALIBRATION_FILE = "calibration.json"  # calibrated runs: {"method": "temperature", "temperature": T, ...}
 REPORT_HTML_FILE = "report.html"  # `tfm-cls report`
 LAST_CHECKPOINT = "last.ckpt"

@@ -1,6 +1,7 @@
 """Classification training (`tfm-cls train`), the recipe: read top to bottom.
 
     train(cfg, data=None)  ->  data -> tokenizer -> model -> Engine(ClassificationTask).fit() -> finish_run
+                               few labelled texts (`contrastive`): Engine(ContrastiveTask).fit() -> fit_head
 
 Everything here is a library piece put in order: the data (tfm_cls.data.sources: cfg.data loaded, or the
 splits handed in, e.g. the Python API's texts), the tokenizer and model built here, the
@@ -22,15 +23,15 @@ from typing import Any
 import torch
 import yaml
 from datasets import DatasetDict
-from safetensors.torch import load_file
 from tokenizers import Tokenizer
 from torch import nn
 
 from tfm_cls import runs as R
+from tfm_cls.classify.contrastive import fit_contrastive
 from tfm_cls.classify.finish import finish_run
 from tfm_cls.classify.heads import check_loss_weights, head_for
 from tfm_cls.classify.task import ClassificationTask, segment_kwargs
-from tfm_cls.classify.wide import start_wide
+from tfm_cls.classify.wide_fit import start_wide
 from tfm_cls.config import ClassifierConfig, save_config
 from tfm_cls.data.sources import ClassificationData, load_data
 from tfm_cls.data.tokenized import tokenize_splits
@@ -48,11 +49,10 @@ from tfm_cls.data.tokenizer import (
     train_tokenizer,
     unknown_characters,
 )
-from tfm_cls.errors import CheckpointError, ConfigError, RunDirError
+from tfm_cls.errors import ConfigError
 from tfm_cls.io import read_json, write_json
 from tfm_cls.model.classifier import token_limit
 from tfm_cls.training import distributed as D
-from tfm_cls.training.checkpoint import save_tensors
 from tfm_cls.training.engine import Engine, ScalarSink, job, start_process
 from tfm_cls.training.tensorboard import TensorBoardSink
 
@@ -83,34 +83,6 @@ def _as_saved(cfg: ClassifierConfig) -> ClassifierConfig:
 def _names_labels(cfg: ClassifierConfig) -> bool:
     """Whether a loss weighting names labels (train.class_weight / multi_label.pos_weight mapping)."""
     return isinstance(cfg.train.class_weight, dict) or isinstance(cfg.multi_label.pos_weight, dict)
-
-
-def _wide_offsets(cfg: ClassifierConfig, model: nn.Module, task: ClassificationTask, splits: dict[str, Any],
-                  labels: list[str], run_dir: Path, resume: bool, env: D.DistEnv) -> Any:
-    """Start the wide branch (tfm_cls.classify.wide) on a fresh run; the training offsets of a warm start,
-    written to the run directory (rank 0) or, on resume, read back from it (the checkpoint holds
-    the branch itself)."""
-    path = run_dir / R.WIDE_OFFSETS_FILE
-    if resume:
-        if not cfg.train.wide_warm_start:
-            return None
-        if not path.is_file():
-            raise RunDirError(f"{path}: missing; a run with train.wide_warm_start writes it before its first step, "
-                              "so this run directory was not made by such a run (start it again with --overwrite)")
-        try:
-            offsets = load_file(str(path))["offsets"].numpy()
-        except Exception as err:  # safetensors raises its own error types for torn / foreign files
-            raise CheckpointError(f"{path}: corrupt or not a tfm-cls offsets file ({err})") from err
-        expected = (splits["train"].num_rows, model.config["num_classes"])
-        if offsets.shape != expected:
-            raise RunDirError(f"{path}: offsets of shape {list(offsets.shape)}, but the training split gives "
-                              f"{list(expected)}: the data changed since the run began (start it again with --overwrite)")
-        return offsets
-    offsets = start_wide(model, task.task_head, splits, warm=cfg.train.wide_warm_start,
-                         best_metric=cfg.train.best_metric, labels=labels, loss=cfg.train.wide_loss)
-    if offsets is not None and env.is_main:
-        save_tensors({"offsets": torch.from_numpy(offsets)}, path)
-    return offsets
 
 
 def _vocabulary_texts(data: ClassificationData) -> list[str]:
@@ -154,7 +126,7 @@ def build_model_and_tokenizer(
     elif cfg.model.init_from:
         from tfm_cls.init_from import load_pretrained
 
-        model, tokenizer = load_pretrained(cfg.model.init_from, cfg.model, num_classes)
+        model, tokenizer = load_pretrained(cfg.model.init_from, cfg.model, num_classes, cfg.wide.model_kwargs())
         if cfg.tokenizer.extend_vocab:
             model, tokenizer = _extended(model, tokenizer, _vocabulary_texts(data), cfg.tokenizer.extend_vocab, env)
         length = cfg.tokenizer.max_length
@@ -169,13 +141,13 @@ def build_model_and_tokenizer(
                            "tokenizer trained on the texts reads their characters already", cfg.tokenizer.extend_vocab)
         # `auto` lengths: the tokenizer (whose vocabulary does not depend on them) measures the
         # training texts, and the model's position table is sized to the length chosen.
-        limit = None if cfg.model.max_len == "auto" or cfg.model.encoder_length is not None else cfg.model.max_len
+        limit = None if cfg.model.max_len == "auto" or cfg.wide.encoder_length is not None else cfg.model.max_len
         tokenizer = D.on_main(env, train_tokenizer, texts, cfg.tokenizer, limit)
         max_len = max_length_of(tokenizer) if cfg.model.max_len == "auto" else cfg.model.max_len
         model_kwargs = dataclasses.replace(cfg.model, max_len=max_len).model_kwargs()
         model = R.build_model(
             dict(vocab_size=tokenizer.get_vocab_size(), num_classes=num_classes, pad_token_id=PAD_ID,
-                 **model_kwargs, **segment_kwargs(cfg))
+                 **model_kwargs, **cfg.wide.model_kwargs(), **segment_kwargs(cfg))
         )
     if not resume:
         head_for(cfg).start_output(model, data.splits["train"]["label"])
@@ -229,9 +201,13 @@ def train(
         with D.main_first(env):
             splits = tokenize_splits(data.splits, tokenizer, long_text_of(cfg.tokenizer, cfg.inference),
                                      train_windows=cfg.train.window == "random")
-        task = ClassificationTask(cfg, model, splits, data.labels, run_dir, env, amp)
-        if cfg.model.wide:
-            splits["train"].offsets = _wide_offsets(cfg, model, task, splits, data.labels, run_dir, resume, env)
+        if cfg.contrastive.iterations:  # few labelled texts: pairs, then a fitted head (tfm_cls.classify.contrastive)
+            state, passes = fit_contrastive(cfg, model, splits["train"], run_dir, env, amp, resume)
+            return finish_run(ClassificationTask(cfg, model, splits, data.labels, run_dir, env, amp), data, state, passes)
+        # the wide branch (tfm_cls.classify.wide_fit): its IDF table and warm start on a fresh run,
+        # and the warm start's training offsets, which the task adds to the logits in its loss
+        offsets = start_wide(cfg, model, splits, data.labels, run_dir, resume=resume, env=env)
+        task = ClassificationTask(cfg, model, splits, data.labels, run_dir, env, amp, offsets=offsets)
         logger.info(
             "model: %.2fM parameters, %d layers, d_model %d, device %s, %s",
             sum(p.numel() for p in model.parameters()) / 1e6, len(model.encoder.layers), model.config["d_model"],

@@ -9,7 +9,9 @@ import math
 import os
 from pathlib import Path
 
-from tfm_cls.batch import command
+from tfm_cls.batch import pipeline
+from tfm_cls.cli import batch as batch_command
+from tfm_cls.cli import build_parser
 
 INFER_TOL = 2e-6
 """Scores are rounded to 6 digits; batches padded differently may move a value by one in the last digit."""
@@ -34,9 +36,9 @@ def text_rows(texts: list[str], pairs: list[str] | None = None) -> list[dict]:
 
 def batch(model: Path, src, out: Path, *flags: str, predictor=None) -> dict:
     """`tfm-cls batch` in this process; its summary (a JSON line) as a dict."""
-    args = command.build_parser().parse_args(["--model", str(model), "--input", str(src), "--output", str(out),
-                                              "--no-progress", "--concurrency", "1", *flags])
-    return json.loads(command.run(args, predictor=predictor))
+    args = build_parser().parse_args(["batch", "--model", str(model), "--input", str(src), "--output", str(out),
+                                      "--no-progress", "--concurrency", "1", *flags])
+    return json.loads(pipeline.run(batch_command.job_of(args), predictor=predictor))
 
 
 def read_output(out: Path) -> list[dict]:

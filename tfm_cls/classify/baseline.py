@@ -18,11 +18,31 @@ without spaces as one word, so its word n-grams are near useless there. `TOKEN_P
 exactly those word tokens for every other script and makes each CJK ideograph, kana and hangul
 syllable its own token (as BERT's basic tokenizer does for ideographs), so word 1-2-grams give
 CJK character unigrams and bigrams. No language detection is needed.
+
+The benchmarks' baselines (`SelectedBaseline`, named in `SYSTEMS`) are the same features with a
+model fitted for each value of a small grid (C, or ridge's alpha) and the one best on the
+validation split kept, as our model keeps its best checkpoint there:
+
+    tfidf-word-lr     word 1-2-grams -> logistic regression                       (single label)
+    tfidf-char-svm    word 1-2-grams + char_wb 2-5-grams -> LinearSVC             (single label)
+    tfidf-word-svm    word 1-2-grams (min_df 2) -> LinearSVC, C = 1               (single label)
+    tfidf-pair-lr     pair features -> logistic regression                        (pairs, classes)
+    tfidf-ovr-lr      one-vs-rest logistic regression, each label's threshold on its probability
+                      tuned on validation (tfm_cls.classify.heads.tune_thresholds), picked by macro-F1
+    tfidf-ovr-svm     one-vs-rest LinearSVC, each label's threshold on its decision score tuned on
+                      validation; picked by micro-F1                              (multi label)
+    tfidf-ridge       ridge regression; tfidf-pair-ridge on pair features         (regression)
+
+Multi-label rows with no label over its threshold get their top label, as ours
+(tfm_cls.runtime.heads.MultiLabel); metrics are tfm_cls.classify.metrics', the same as ours.
 """
 
 from __future__ import annotations
 
+import dataclasses
+import functools
 import time
+from collections.abc import Callable
 from typing import Any
 
 import numpy as np
@@ -60,7 +80,9 @@ def tfidf_vectorizer(**overrides: Any) -> Any:
     return TfidfVectorizer(**{"sublinear_tf": True, "ngram_range": (1, 2), "token_pattern": TOKEN_PATTERN, **overrides})
 
 
-def _features(vectorizer: Any, texts: list[str], pairs: list[str] | None, fit: bool = False) -> Any:
+def pair_features(vectorizer: Any, texts: list[str], pairs: list[str] | None, fit: bool = False) -> Any:
+    """TF-IDF rows [N, V] of `texts` or, with `pairs`, [a, b, |a - b|, a * b] rows [N, 4V] of the
+    two sides (the vectorizer fitted on both sides' texts when `fit`)."""
     import scipy.sparse as sp
 
     if pairs is None:
@@ -77,7 +99,7 @@ def fit_baseline(kind: str, texts: list[str], pairs: list[str] | None, targets: 
     from sklearn.multiclass import OneVsRestClassifier
 
     vectorizer = tfidf_vectorizer(min_df=1, max_features=200_000)
-    x = _features(vectorizer, texts, pairs, fit=True)
+    x = pair_features(vectorizer, texts, pairs, fit=True)
     if kind == "values":
         model = Ridge(alpha=1.0)
     elif kind == "label_sets":
@@ -91,7 +113,7 @@ def fit_baseline(kind: str, texts: list[str], pairs: list[str] | None, targets: 
 def baseline_logits(kind: str, fitted: Any, texts: list[str], pairs: list[str] | None, num_classes: int) -> np.ndarray:
     """The baseline's outputs as logits [N, outputs] for the head's metrics."""
     vectorizer, model = fitted
-    x = _features(vectorizer, texts, pairs)
+    x = pair_features(vectorizer, texts, pairs)
     if kind == "values":
         return model.predict(x).astype(np.float32)[:, None]
     p = np.clip(model.predict_proba(x), 1e-7, 1 - 1e-7)
@@ -130,3 +152,210 @@ def out_of_fold_probabilities(texts: list[str], pairs: list[str] | None, targets
         e = np.exp(logits - logits.max(axis=1, keepdims=True))
         probs[held] = e / e.sum(axis=1, keepdims=True)
     return probs
+
+
+# ---- the benchmarks' baselines: a model per grid value, the best on validation kept --------------------
+
+
+@dataclasses.dataclass
+class Split:
+    """One split of a labelled text set as the baselines read it."""
+
+    texts: list[str]
+    targets: np.ndarray
+    """Single-label class ids [N]; multi-label multi-hot [N, C]; regression values [N]."""
+    pairs: list[str] | None = None
+    """Sentence pairs: the second text of each row [N]."""
+
+
+def _logistic(c: float, max_iter: int = 3000) -> Any:
+    from sklearn.linear_model import LogisticRegression
+
+    return LogisticRegression(C=c, max_iter=max_iter)
+
+
+def _linear_svm(c: float) -> Any:
+    from sklearn.svm import LinearSVC
+
+    return LinearSVC(C=c)
+
+
+def _one_vs_rest(estimator: Callable[[float], Any], c: float) -> Any:
+    from sklearn.multiclass import OneVsRestClassifier
+
+    return OneVsRestClassifier(estimator(c), n_jobs=1)
+
+
+def _ridge(alpha: float) -> Any:
+    from sklearn.linear_model import Ridge
+
+    return Ridge(alpha=alpha)
+
+
+def words_and_chars() -> Any:
+    """Word 1-2-grams (`tfidf_vectorizer`) beside char_wb 2-5-grams (min_df 2), one feature space."""
+    from sklearn.feature_extraction.text import TfidfVectorizer
+    from sklearn.pipeline import FeatureUnion
+
+    return FeatureUnion([
+        ("word", tfidf_vectorizer()),
+        ("char", TfidfVectorizer(analyzer="char_wb", ngram_range=(2, 5), sublinear_tf=True, min_df=2)),
+    ])
+
+
+@dataclasses.dataclass(frozen=True)
+class System:
+    """A selected baseline: its features, its model for one grid value, the grid, and the
+    validation metric that picks the value."""
+
+    task: str
+    """single_label, multi_label or regression."""
+    model: Callable[[float], Any]
+    grid: tuple[float, ...]
+    metric: str
+    """accuracy, macro_f1, micro_f1 or pearson, on validation."""
+    features: Callable[[], Any] = functools.partial(tfidf_vectorizer, min_df=1)
+    scores: str = "predict"
+    """The model's method whose output is decided on: predict, predict_proba or decision_function."""
+    default_threshold: float = 0.5
+    """Multi-label: a label without positives in validation keeps this threshold (0 on decision scores)."""
+    param: str = "C"
+
+
+SYSTEMS: dict[str, System] = {
+    "tfidf-word-lr": System("single_label", _logistic, (1.0, 4.0, 16.0), "accuracy"),
+    "tfidf-char-svm": System("single_label", _linear_svm, (0.1, 0.5, 2.0), "accuracy", features=words_and_chars),
+    "tfidf-word-svm": System("single_label", _linear_svm, (1.0,), "accuracy",
+                             features=functools.partial(tfidf_vectorizer, min_df=2)),
+    "tfidf-pair-lr": System("single_label", _logistic, (1.0, 4.0, 16.0), "accuracy"),
+    "tfidf-ovr-lr": System("multi_label", functools.partial(_one_vs_rest, functools.partial(_logistic, max_iter=2000)),
+                           (1.0, 4.0, 16.0), "macro_f1", scores="predict_proba"),
+    "tfidf-ovr-svm": System("multi_label", functools.partial(_one_vs_rest, _linear_svm), (0.1, 0.5, 2.0), "micro_f1",
+                            scores="decision_function", default_threshold=0.0),
+    "tfidf-ridge": System("regression", _ridge, (0.3, 1.0, 3.0, 10.0), "pearson", param="alpha"),
+    "tfidf-pair-ridge": System("regression", _ridge, (0.3, 1.0, 3.0, 10.0), "pearson", param="alpha"),
+}
+
+
+def baseline_names(task: str, pairs: bool) -> list[str]:
+    """The selected baselines a data set of `task` (with sentence `pairs` or not) is compared with."""
+    if task == "multi_label":
+        return ["tfidf-ovr-lr"]
+    if task == "regression":
+        return ["tfidf-pair-ridge"] if pairs else ["tfidf-ridge"]
+    return ["tfidf-pair-lr"] if pairs else ["tfidf-word-lr", "tfidf-char-svm"]
+
+
+def split_metrics(task: str, targets: np.ndarray, predicted: np.ndarray) -> dict[str, Any]:
+    """The task's metrics (tfm_cls.classify.metrics, ours) of decisions against targets, without
+    the per-class tables: accuracy / macro_f1; micro_f1 / macro_f1 / subset_accuracy; pearson /
+    spearman / mse."""
+    from tfm_cls.classify.metrics import classification_metrics, multi_label_metrics, regression_metrics
+
+    if task == "regression":
+        m = regression_metrics(targets, predicted)
+        return {k: m[k] for k in ("pearson", "spearman", "mse")}
+    if task == "multi_label":
+        m = multi_label_metrics(targets, predicted, [str(i) for i in range(targets.shape[1])])
+        return {k: m[k] for k in ("micro_f1", "macro_f1", "subset_accuracy")}
+    classes = int(max(np.max(targets), np.max(predicted))) + 1
+    m = classification_metrics(targets, predicted, [str(i) for i in range(classes)])
+    return {k: m[k] for k in ("accuracy", "macro_f1")}
+
+
+class SelectedBaseline:
+    """One of `SYSTEMS` fitted for each value of its grid on a training split, the value best on
+    validation kept (ties: the first). scikit-learn's shape: `fit` returns self and sets the
+    attributes ending in `_`; `predict` gives decisions (class ids [N], multi-hot [N, C] or values
+    [N]). `tokenizer` (text -> tokens) replaces the word pattern, e.g. by a model's word pieces."""
+
+    def __init__(self, name: str, tokenizer: Callable[[str], list[str]] | None = None) -> None:
+        if name not in SYSTEMS:
+            raise ValueError(f"unknown baseline {name!r}; known: {', '.join(SYSTEMS)}")
+        self.name = name
+        self.tokenizer = tokenizer
+
+    @property
+    def system(self) -> System:
+        return SYSTEMS[self.name]
+
+    def _vectorizer(self) -> Any:
+        if self.tokenizer is None:
+            return self.system.features()
+        from sklearn.feature_extraction.text import TfidfVectorizer
+
+        return TfidfVectorizer(ngram_range=(1, 2), sublinear_tf=True, min_df=1, tokenizer=self.tokenizer,
+                               lowercase=False, token_pattern=None)
+
+    def _decide(self, scores: np.ndarray, thresholds: np.ndarray | None) -> np.ndarray:
+        """The model's outputs -> decisions (multi-label: each label's threshold, at least one label)."""
+        if self.system.task != "multi_label":
+            return scores
+        from tfm_cls.runtime.heads import MultiLabel
+
+        return MultiLabel(thresholds=thresholds).predicted(scores)
+
+    def fit(self, train: Split, validation: Split | None = None) -> SelectedBaseline:
+        """Fit on `train`, keep the grid value best on `validation` (needed unless the grid has one
+        value and the task no thresholds to tune; without it `validation_score_` is None)."""
+        from tfm_cls.classify.heads import tune_thresholds
+
+        start = time.perf_counter()
+        system = self.system
+        if validation is None and (len(system.grid) > 1 or system.task == "multi_label"):
+            raise ValueError(f"{self.name} picks {system.param} or thresholds on a validation split: give one")
+        self.vectorizer_ = self._vectorizer()
+        x_train = pair_features(self.vectorizer_, train.texts, train.pairs, fit=True)
+        if validation is None:
+            self.model_ = system.model(system.grid[0]).fit(x_train, train.targets)
+            self.param_, self.validation_score_, self.thresholds_ = system.grid[0], None, None
+            self.fit_seconds_ = time.perf_counter() - start
+            return self
+        x_validation = pair_features(self.vectorizer_, validation.texts, validation.pairs)
+        best = None
+        for param in system.grid:
+            model = system.model(param).fit(x_train, train.targets)
+            scores = getattr(model, system.scores)(x_validation)
+            thresholds = None
+            if system.task == "multi_label":
+                thresholds = tune_thresholds(scores, validation.targets, "per_label", fixed=system.default_threshold)
+            predicted = self._decide(scores, thresholds)
+            score = split_metrics(system.task, validation.targets, predicted)[system.metric]
+            if best is None or score > best[0]:
+                best = (score, param, model, thresholds)
+        self.validation_score_, self.param_, self.model_, self.thresholds_ = best
+        self.fit_seconds_ = time.perf_counter() - start
+        return self
+
+    def predict(self, texts: list[str], pairs: list[str] | None = None) -> np.ndarray:
+        """Decisions of the kept model on raw texts (features included)."""
+        scores = getattr(self.model_, self.system.scores)(pair_features(self.vectorizer_, texts, pairs))
+        return self._decide(scores, self.thresholds_)
+
+    def metrics(self, split: Split) -> dict[str, Any]:
+        """`split_metrics` of this baseline's decisions on `split`."""
+        return split_metrics(self.system.task, split.targets, self.predict(split.texts, split.pairs))
+
+
+LARGE_TRAINING_SET = 20_000
+"""From this many training texts a run's single-label baseline is tfidf-word-svm (one LinearSVC fit)
+instead of tfidf-word-lr (three logistic regressions): seconds instead of minutes."""
+
+
+def run_baseline_name(task: str, pairs: bool, train_size: int) -> str:
+    """The baseline every run fits beside its model (`train.baseline`): the cheapest selected one of
+    the task (`baseline_names`' first; tfidf-word-svm on large single-label sets)."""
+    if task == "single_label" and not pairs and train_size >= LARGE_TRAINING_SET:
+        return "tfidf-word-svm"
+    return baseline_names(task, pairs)[0]
+
+
+def score_beside(task: str, splits: dict[str, Split]) -> dict[str, Any]:
+    """The run's baseline fitted on splits["train"] (its grid value picked on splits["validation"])
+    and scored on validation and, where given, test: {"model", the grid value, "fit_seconds",
+    "validation": metrics, "test": metrics}."""
+    train = splits["train"]
+    name = run_baseline_name(task, train.pairs is not None, len(train.texts))
+    fitted = SelectedBaseline(name).fit(train, splits["validation"])
+    return {"model": name, fitted.system.param: fitted.param_, "fit_seconds": fitted.fit_seconds_,
+            **{split: fitted.metrics(splits[split]) for split in ("validation", "test") if split in splits}}

@@ -159,7 +159,7 @@ def _results_lines(config: dict[str, Any], metrics: dict[str, Any] | None, evalu
     out += ["", *_metrics_table(metrics, evaluations, card_metrics(config))]
     out += _loss_weights_lines(metrics, config)
     if not metrics.get("baselines"):
-        out += ["", "No TF-IDF baseline was computed by this run (see `benchmarks/bench_accuracy.py`)."]
+        out += ["", "No TF-IDF baseline was computed by this run (see `python -m benchmarks.accuracy`)."]
     return out
 
 

@@ -71,6 +71,60 @@ def check_shift(validation: dict[str, Any], test: dict[str, Any], calibration: d
     return z
 
 
+def score_splits(task: ClassificationTask, labels: list[str]) -> tuple[dict[str, Any], dict[str, np.ndarray], Any]:
+    """The best weights' metrics and logits on validation and test (those the run holds), and the
+    calibration fitted on validation before test is scored (None where there is none)."""
+    cfg, model, env, splits, head = task.cfg, task.model, task.env, task.splits, task.task_head
+    tc = cfg.train
+    results: dict[str, Any] = {}
+    logits: dict[str, np.ndarray] = {}
+
+    def score(name: str) -> None:
+        results[name], logits[name] = evaluate(
+            model, splits[name], labels, tc.eval_batch_size, env.device, task.pad_id, env=env, amp=task.amp,
+            head=head, tune=name == "validation",  # the head tunes its decision rule on validation
+        )
+
+    if "validation" in splits:
+        score("validation")
+    calibration = None
+    if tc.calibration != "none" and head.calibratable and "validation" in splits:
+        calibration = calibrate(head, logits["validation"], splits["validation"].labels)  # before test is scored
+        # The validation loss of the scores users see (the metrics are those of an argmax: unchanged).
+        results["validation"]["loss"] = head.metrics(logits["validation"], splits["validation"].labels, labels)["loss"]
+    if "test" in splits:
+        score("test")
+        if calibration is not None:
+            calibration["test"] = calibration_summary(logits["test"], splits["test"].labels, head.temperature)
+            calibration["test"]["accuracy_shift"] = check_shift(results["validation"], results["test"], calibration)
+    return results, logits, calibration
+
+
+def classical_baseline(data: ClassificationData, task: str, results: dict[str, Any], tc: Any) -> dict[str, Any] | None:
+    """The classical baseline (tfm_cls.classify.baseline.score_beside) fitted on the run's training
+    split and scored on its validation and test; a warning where it beats the model on validation
+    (the model is then not worth deploying as it stands). None without a validation split."""
+    if "validation" not in data.splits:
+        logger.info("baseline: not fitted (no validation split to pick its regularisation on)")
+        return None
+    from tfm_cls.classify.baseline import Split, score_beside
+
+    def split_of(name: str) -> Split:
+        rows = data.splits[name]
+        pairs = list(rows["text_pair"]) if "text_pair" in rows.column_names else None
+        return Split(texts=list(rows["text"]), targets=np.asarray(rows["label"]), pairs=pairs)
+
+    scored = score_beside(task, {name: split_of(name) for name in data.splits})
+    metric = tc.best_metric if tc.best_metric in scored["validation"] else next(iter(scored["validation"]))
+    ours, theirs = results["validation"][metric], scored["validation"][metric]
+    scored["beats_model"] = bool(theirs < ours if metric in ("loss", "mse") else theirs > ours)
+    logger.log(logging.WARNING if scored["beats_model"] else logging.INFO,
+               "baseline %s: validation %s %.4f, the model's %.4f%s", scored["model"], metric, theirs, ours,
+               " -- the classical baseline beats the model; deploy it, or train longer / differently"
+               if scored["beats_model"] else "")
+    return scored
+
+
 def finish_run(
     task: ClassificationTask, data: ClassificationData, state: TrainState, epochs_done: float,
     board: TensorBoardSink | None = None, extra: dict[str, Any] | None = None,
@@ -83,24 +137,10 @@ def finish_run(
     D.on_main(env, load_weights, model, run_dir / R.WEIGHTS_FILE)
     D.broadcast_module(model, env)  # the other ranks may not see rank 0's disk
     tc, device = cfg.train, env.device
-    results: dict[str, Any] = {}
-    results["validation"], validation_logits = evaluate(
-        model, splits["validation"], data.labels, tc.eval_batch_size, device, task.pad_id, env=env, amp=task.amp,
-        head=head, tune=True,
-    )
-    calibration = None
-    if tc.calibration != "none" and head.calibratable:
-        calibration = calibrate(head, validation_logits, splits["validation"].labels)
-        # The validation loss of the scores users see (the metrics are those of an argmax: unchanged).
-        results["validation"]["loss"] = head.metrics(validation_logits, splits["validation"].labels, data.labels)["loss"]
+    results, logits, calibration = score_splits(task, data.labels)
+    baseline = D.on_main(env, classical_baseline, data, head.task, results, tc) if tc.baseline else None
     test = splits.get("test")
-    if test is not None:
-        results["test"], test_logits = evaluate(
-            model, test, data.labels, tc.eval_batch_size, device, task.pad_id, env=env, amp=task.amp, head=head
-        )
-        if calibration is not None:
-            calibration["test"] = calibration_summary(test_logits, test.labels, head.temperature)
-            calibration["test"]["accuracy_shift"] = check_shift(results["validation"], results["test"], calibration)
+    test_logits = logits.get("test")
     metrics = {
         **results,
         **({"task": head.task} if head.records_task else {}),
@@ -126,6 +166,7 @@ def finish_run(
             **({"pairs": splits["train"].token_type_ids is not None} if head.records_task else {}),
         },
         **({"calibration": calibration} if calibration is not None else {}),
+        **({"baseline": baseline} if baseline is not None else {}),
         **(extra or {}),
     }
     if env.is_main:
@@ -145,8 +186,9 @@ def finish_run(
         write_card(run_dir)
 
     def summary(split: str) -> str:
+        if split not in results:
+            return f"{split} not scored (no {split} split)"
         return f"{split} " + ", ".join(f"{k} {results[split][k]:.4f}" for k in head.summary_keys)
 
-    tested = f" | {summary('test')}" if test is not None else " (test not scored)"
-    logger.info("best (step %d): %s%s -> %s", state.best_step, summary("validation"), tested, run_dir)
+    logger.info("best (step %d): %s | %s -> %s", state.best_step, summary("validation"), summary("test"), run_dir)
     return metrics

@@ -74,9 +74,12 @@ def best_threshold(scores: np.ndarray, targets: np.ndarray, default: float = 0.5
     return float((s[best] + below) / 2), float(f1[best])
 
 
-def tune_thresholds(probs: np.ndarray, targets: np.ndarray, mode: str, fixed: float = 0.5) -> np.ndarray:
+def tune_thresholds(probs: np.ndarray, targets: np.ndarray, mode: str, fixed: float = 0.5,
+                    min_positives: int = 0) -> np.ndarray:
     """Thresholds [C] for probabilities [N, C] against multi-hot targets [N, C]: `per_label`
-    (each label's F1-optimal threshold), `global` (one threshold maximising micro-F1) or `fixed`."""
+    (each label's F1-optimal threshold; with `min_positives`, only labels with that many positives
+    get their own, the others share `global`'s), `global` (one
+    threshold maximising micro-F1) or `fixed`."""
     num_labels = probs.shape[1]
     if mode == "fixed":
         return np.full(num_labels, fixed, dtype=np.float64)
@@ -85,7 +88,13 @@ def tune_thresholds(probs: np.ndarray, targets: np.ndarray, mode: str, fixed: fl
         return np.full(num_labels, threshold, dtype=np.float64)
     if mode != "per_label":
         raise ValueError(f"threshold mode must be per_label, global or fixed, got {mode!r}")
-    return np.array([best_threshold(probs[:, j], targets[:, j], fixed)[0] for j in range(num_labels)])
+    own = (np.asarray(targets) > 0.5).sum(axis=0) >= min_positives  # [C] labels with a threshold of their own
+    thresholds = np.array([best_threshold(probs[:, j], targets[:, j], fixed)[0] if own[j] else fixed
+                           for j in range(num_labels)])
+    if not own.all():
+        shared, _ = best_threshold(probs.ravel(), np.asarray(targets).ravel(), fixed)  # `global`'s
+        thresholds[~own] = shared
+    return thresholds
 
 
 # ---- the heads -------------------------------------------------------------------------------------------
@@ -198,6 +207,8 @@ class Head(SingleLabel):
 @dataclasses.dataclass
 class MultiLabelHead(MultiLabel, Head):
     thresholds_mode: str = "per_label"
+    min_positives: int = 0
+    """per_label: the validation positives a label needs for a threshold of its own (multi_label.min_positives)."""
     pos_weight: Tensor | None = None
     """[C] weight of each label's positive term in the BCE (None: 1)."""
     prior_init: bool = True
@@ -219,7 +230,8 @@ class MultiLabelHead(MultiLabel, Head):
 
     def tune(self, logits: np.ndarray, targets: np.ndarray) -> np.ndarray:
         """Set (and return) the thresholds from validation logits [N, C] and multi-hot targets."""
-        self.thresholds = tune_thresholds(self.scores(logits), targets, self.thresholds_mode, self.fixed_threshold)
+        self.thresholds = tune_thresholds(self.scores(logits), targets, self.thresholds_mode, self.fixed_threshold,
+                                          self.min_positives)
         return self.thresholds
 
     def predict(self, logits: np.ndarray) -> np.ndarray:
@@ -425,7 +437,7 @@ def _head_of(cfg: Any, train_targets: Any, thresholds: np.ndarray | None, labels
         ml = cfg.multi_label
         pos_weight = _weights(ml.pos_weight, labels, train_targets,
                               lambda t: positive_weights(np.asarray(t, dtype=np.float64)))
-        return MultiLabelHead(thresholds_mode=ml.thresholds, fixed_threshold=ml.threshold,
+        return MultiLabelHead(thresholds_mode=ml.thresholds, fixed_threshold=ml.threshold, min_positives=ml.min_positives,
                               ensure_label=ml.ensure_label, pos_weight=pos_weight, prior_init=ml.prior_init,
                               thresholds=None if thresholds is None else np.asarray(thresholds, dtype=np.float64))
     if task == REGRESSION:

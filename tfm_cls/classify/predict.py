@@ -1,10 +1,13 @@
 """A trained classifier's predictions: logits and metrics over a tokenized split (the training
-engine's evaluation, DDP-aware), and batch prediction of texts read from txt / jsonl / csv / stdin."""
+engine's evaluation, DDP-aware), and batch prediction of texts read from txt / jsonl / csv / stdin
+(`predict_file`: the work of `tfm-cls predict`)."""
 
 from __future__ import annotations
 
 import contextlib
 import json
+import logging
+import sys
 import time
 from collections.abc import Iterable, Iterator
 from pathlib import Path
@@ -15,18 +18,18 @@ import torch
 
 from tfm_cls.classify.heads import Head, head_for
 from tfm_cls.data.tokenized import LengthBucketSampler, TokenizedSplit, batch_loader
-from tfm_cls.data.tokenizer import PAD_ID, long_text_of, text_encoder
+from tfm_cls.data.tokenizer import PAD_ID, load_tokenizer_str, long_text_of, max_length_of, text_encoder
 from tfm_cls.errors import InferenceError, InputError
-from tfm_cls.runs import LoadedRun
+from tfm_cls.io import atomic_path, disk_full_error, is_disk_full
+from tfm_cls.runs import LoadedRun, load_run
 from tfm_cls.runtime.batching import DEFAULT_MAX_TOKENS, pad_batch, pad_types, plan_batches
-from tfm_cls.runtime.readers import Record, Stats, chunks, open_input
-from tfm_cls.runtime.readers import read_records as infer_read_records
+from tfm_cls.runtime.readers import Record, Stats, chunks, open_input, read_records
 from tfm_cls.runtime.text import LongText, TextEncoder, aggregate_windows, encode_pairs
 from tfm_cls.runtime.writers import output_row
 from tfm_cls.training import distributed as D
 from tfm_cls.training.precision import Precision
 
-FORMATS = ("auto", "txt", "jsonl", "csv")
+logger = logging.getLogger(__name__)
 
 
 # ---- a tokenized split: logits and metrics ------------------------------------------------------------------------------------
@@ -103,42 +106,18 @@ def _format_of(path: str, fmt: str) -> str:
     return {".jsonl": "jsonl", ".json": "jsonl", ".ndjson": "jsonl", ".csv": "csv", ".tsv": "tsv"}.get(suffix, "txt")
 
 
-def read_records(
-    path: str, fmt: str = "auto", column: str = "text", invalid_utf8: str = "error", pair_column: str | None = None,
-) -> tuple[list[Record], Stats]:
-    """One Record per line (txt, jsonl) or row (csv) of `path` (`-` = stdin), empty ones included,
-    with the reader of the ONNX inference script (export/infer.py), so both inference paths agree
-    on what a line is: lines end at "\n" only, invalid UTF-8 is an InputError naming the line and
-    byte offset unless `invalid_utf8="replace"` (counted in the returned Stats). `pair_column`:
-    sentence pairs, each record's second text (a JSONL key or a CSV/TSV column; a non-empty row
-    without it is an InputError naming the line)."""
-    stats = Stats()
-    name = "<stdin>" if path == "-" else path
-    try:
-        stream = open_input(path)
-        try:
-            records = list(infer_read_records(stream, name, _format_of(path, fmt), column, invalid_utf8, stats,
-                                                  pair_column))
-        finally:
-            if path != "-":
-                stream.close()
-    except InferenceError as err:
-        raise InputError(str(err).replace("input file not found:", "input file does not exist:")) from None
-    return records, stats
-
-
-def read_texts(path: str, fmt: str = "auto", column: str = "text") -> list[str]:
-    """The texts of `read_records` (empty lines included, as "")."""
-    return [r.text for r in read_records(path, fmt, column)[0]]
-
-
 @contextlib.contextmanager
 def open_records(
     path: str, fmt: str = "auto", column: str = "text", invalid_utf8: str = "error", stats: Stats | None = None,
     pair_column: str | None = None,
 ) -> Iterator[Iterator[Record]]:
-    """The records of `read_records`, read lazily (a file of any size in bounded memory); a bad
-    line is an InputError when the iteration reaches it."""
+    """One Record per line (txt, jsonl) or row (csv, tsv) of `path` (`-` = stdin), empty ones
+    included, read lazily (a file of any size in bounded memory) with the reader of `tfm-cls infer`
+    (tfm_cls.runtime.readers), so both inference paths agree on what a line is: lines end at "\n"
+    only; invalid UTF-8 is an InputError naming the line and byte offset unless
+    `invalid_utf8="replace"` (counted in `stats`). `pair_column`: sentence pairs, each record's
+    second text (a JSONL key or a CSV/TSV column). A bad line is an InputError when the iteration
+    reaches it."""
     stats = stats if stats is not None else Stats()
     name = "<stdin>" if path == "-" else path
     try:
@@ -148,8 +127,7 @@ def open_records(
 
     def records() -> Iterator[Record]:
         try:
-            yield from infer_read_records(stream, name, _format_of(path, fmt), column, invalid_utf8, stats,
-                                          pair_column)
+            yield from read_records(stream, name, _format_of(path, fmt), column, invalid_utf8, stats, pair_column)
         except InferenceError as err:
             raise InputError(str(err)) from None
 
@@ -289,3 +267,52 @@ def write_jsonl(records: Iterator[dict[str, Any]], out: TextIO) -> int:
         out.write(json.dumps(record, ensure_ascii=False) + "\n")
         count += 1
     return count
+
+
+def predict_file(
+    run_dir: str | Path, input: str = "-", output: str = "-", *, input_format: str = "auto", text_field: str = "text",
+    pair_field: str | None = None, invalid_utf8: str = "error", device: str = "cpu", threads: int = 0,
+    batch_size: int = 64, batching: str = "tokens", max_tokens: int = DEFAULT_MAX_TOKENS, buffer_texts: int = 8192,
+    max_length: int | None = None, long_text: dict[str, Any] | None = None,
+) -> int:
+    """Predict every record of `input` (`open_records`; `-`: stdin) with the run in `run_dir` and write
+    the rows of `predict_records` as JSONL to `output` (`-`: stdout; a file is written beside the
+    target and renamed when complete, never left partial). `pair_field` defaults to the run's
+    data.text_pair_column; `long_text` overrides the run's long-text policy; `threads` sets torch's
+    intra-op threads (0: torch's default). Returns the number of rows written."""
+    if threads:
+        torch.set_num_threads(threads)
+    run = load_run(run_dir, device=D.select_device(device))
+    if max_length is not None:
+        load_tokenizer_str(run.tokenizer.to_str(), max_length, max_length_of(run.tokenizer))  # checks it
+    policy = run_policy(run, **(long_text or {}))
+    stats = Stats()
+    pair_field = pair_field or run.config.data.text_pair_column
+    with open_records(input, input_format, text_field, invalid_utf8, stats, pair_field) as records:
+        rows = predict_records(
+            run, _counting(records, stats), batch_size, policy=policy, batching=batching, max_tokens=max_tokens,
+            buffer_texts=buffer_texts, max_length=max_length,
+        )
+        if output == "-":
+            count = write_jsonl(rows, sys.stdout)
+        else:
+            try:  # written beside the target and renamed when complete: never a partial file
+                with atomic_path(output) as tmp, open(tmp, "w", encoding="utf-8") as out:
+                    count = write_jsonl(rows, out)
+            except OSError as err:
+                if is_disk_full(err, Path(output).parent):
+                    raise disk_full_error(output) from err
+                raise
+    empty = stats.empty
+    logger.info("predicted %d texts -> %s%s", count - empty, output,
+                f" ({empty} empty lines: rows with \"empty\": true and no label)" if empty else "")
+    if stats.invalid_utf8:
+        logger.warning("replaced invalid UTF-8 on %d lines with U+FFFD", stats.invalid_utf8)
+    return count
+
+
+def _counting(records: Iterable[Record], stats: Stats) -> Iterator[Record]:
+    """Pass records through, counting the empty ones (the input is read lazily)."""
+    for record in records:
+        stats.empty += record.empty
+        yield record

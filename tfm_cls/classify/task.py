@@ -1,7 +1,8 @@
 """The classification task on the one engine: what classification adds to tfm_cls.training.engine.
 
 ClassificationTask says how length-bucketed batches of labelled texts become a loss (the task
-head's: cross-entropy with label smoothing, BCE, MSE; tfm_cls.classify.heads), how validation is scored
+head's: cross-entropy with label smoothing, BCE, MSE; tfm_cls.classify.heads; plus a warm-started
+wide branch's offsets, tfm_cls.classify.wide_fit), how validation is scored
 (accuracy / macro-F1 / loss, or the head's metrics) and what is saved (model.safetensors).
 `tfm-cls train` (tfm_cls.train) and `tfm-cls distill` (tfm_cls.distill.recipe, a subclass) run it;
 segment_kwargs is what both say about a from-scratch classifier's segment embedding.
@@ -13,11 +14,13 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import numpy as np
+import torch
 from torch import Tensor, nn
 
 from tfm_cls import runs as R
 from tfm_cls.classify.heads import head_for
 from tfm_cls.classify.predict import evaluate
+from tfm_cls.classify.wide_fit import train_branch
 from tfm_cls.config import ClassifierConfig
 from tfm_cls.data.tokenized import LengthBucketSampler, TokenizedSplit, batch_loader, window_rows
 from tfm_cls.data.tokenizer import PAD_ID
@@ -39,12 +42,13 @@ class ClassificationTask:
     """Labelled texts -> cross-entropy; validation accuracy / macro-F1 / loss; best weights saved."""
 
     name = "classification"
-    has_validation = True
 
     def __init__(
         self, cfg: ClassifierConfig, model: nn.Module, splits: dict[str, TokenizedSplit], labels: list[str],
-        run_dir: Path, env: D.DistEnv, amp: Precision,
+        run_dir: Path, env: D.DistEnv, amp: Precision, offsets: np.ndarray | None = None,
     ) -> None:
+        """`offsets` [training rows, C]: added to the model's logits in the training loss (a
+        warm-started wide branch's out-of-fold minus in-sample logits: tfm_cls.classify.wide_fit)."""
         tc = cfg.train
         self.cfg, self.model, self.splits, self.labels = cfg, model, splits, labels
         self.run_dir, self.env, self.amp = run_dir, env, amp
@@ -52,8 +56,11 @@ class ClassificationTask:
         self.task_head = head_for(cfg, splits["train"].labels, labels=labels)  # tfm_cls.classify.heads: loss, metrics, decisions
         self.pad_id = model.config.get("pad_token_id") or PAD_ID
         self.sampler = self._sampler(splits["train"].lengths) if splits["train"].windows is None else None
-        if tc.wide_warm_start:  # the fitted branch stays as fitted; the encoder learns what it misses (tfm_cls.classify.wide)
-            model.wide.weight.requires_grad_(False)
+        self.offsets = offsets
+        self.has_validation = "validation" in splits  # without it (data.validation_fraction: 0) the last weights are kept
+        # train.eval_at_start: auto evaluates a model that starts trained (pretrained, or a fitted branch)
+        self.starts_trained = cfg.model.init_from is not None or (cfg.wide.enabled and cfg.wide.warm_start)
+        train_branch(model, cfg.wide)  # the wide branch: kept as fitted, or at its own rate
 
     def _sampler(self, lengths: np.ndarray) -> LengthBucketSampler:
         tc = self.cfg.train
@@ -71,7 +78,10 @@ class ClassificationTask:
         return [rows[batch].tolist() for batch in self._sampler(train_split.lengths[rows]).epoch_batches(epoch)]
 
     def batches(self, epoch: int, batches: list[list[int]]) -> Iterator[dict[str, Tensor]]:
-        return batch_loader(self.splits["train"], batches, self.pad_id, self.env.device, self.cfg.train.num_workers)
+        loader = batch_loader(self.splits["train"], batches, self.pad_id, self.env.device, self.cfg.train.num_workers)
+        if self.offsets is None:
+            return loader
+        return ({**batch, "offsets": torch.from_numpy(self.offsets[rows])} for rows, batch in zip(batches, loader))
 
     def units(self, batch: dict[str, Tensor]) -> int:
         return len(batch["labels"])
@@ -82,7 +92,7 @@ class ClassificationTask:
         else:
             logits = model(batch["input_ids"], batch["attention_mask"])  # [B, C]
         if "offsets" in batch:  # the warm-started branch's out-of-fold logits in place of its own
-            logits = logits + batch["offsets"]
+            logits = logits + batch["offsets"]  # [B, C]
         return self.task_head.loss(logits, batch["labels"])
 
     def evaluate(self) -> dict[str, float]:

@@ -3,7 +3,8 @@
     loader.py   the generic half: from_dict / to_dict, overrides, presets, reading and merging YAML,
                 load_config / save_config, deprecated keys (renamed_keys); imports no schema
     schema.py   ClassifierConfig (`tfm-cls train`) and the sections the other jobs share: DataConfig,
-                TokenizerConfig, InferenceConfig, ModelConfig, TrainConfig, RunConfig, ...
+                TokenizerConfig, InferenceConfig, ModelConfig, TrainConfig, RunConfig, ... (the wide
+                branch's WideConfig is its own: tfm_cls.classify.wide_config)
 
 Everything is importable from here (`from tfm_cls.config import ClassifierConfig, load_config`).
 """
@@ -24,9 +25,11 @@ from tfm_cls.config.loader import (
 )
 from tfm_cls.config.schema import (
     BBC_CORPUS,
+    CLASSIFIER_RENAMES,
     LONG_TEXT_RENAMES,
     TASK_METRICS,
     ClassifierConfig,
+    ContrastiveConfig,
     DataConfig,
     InferenceConfig,
     ModelConfig,
@@ -35,14 +38,17 @@ from tfm_cls.config.schema import (
     RunConfig,
     TokenizerConfig,
     TrainConfig,
+    WideConfig,
 )
 from tfm_cls.errors import ConfigError
 
 __all__ = [
     "BBC_CORPUS",
+    "CLASSIFIER_RENAMES",
     "LONG_TEXT_RENAMES",
     "TASK_METRICS",
     "ClassifierConfig",
+    "ContrastiveConfig",
     "ConfigError",
     "DataConfig",
     "InferenceConfig",
@@ -52,6 +58,7 @@ __all__ = [
     "RunConfig",
     "TokenizerConfig",
     "TrainConfig",
+    "WideConfig",
     "apply_overrides",
     "config_paths",
     "from_dict",

@@ -188,6 +188,12 @@ def migrate_keys(cls: type, data: dict[str, Any], where: str) -> dict[str, Any]:
     return data
 
 
+def _current_key(cls: type, override: str) -> str:
+    """The dotted key an override sets: its own, or for a deprecated one (`renamed_keys`) the new."""
+    key = override.split("=", 1)[0].strip()
+    return (getattr(cls, "renamed_keys", None) or {}).get(key) or key
+
+
 def _yaml_problem(err: yaml.YAMLError, located: bool = True) -> str:
     """One line out of a YAML error: where (line, column, when `located`) and what."""
     mark = getattr(err, "problem_mark", None)
@@ -354,7 +360,7 @@ def load_config(
             raise err from None  # the files alone are already wrong: the message names them
         # The files are fine alone: the command line is to blame, not the file.
         message = str(err).removeprefix(where).lstrip(".: ")
-        named = [o for o in overrides if o.split("=", 1)[0].rsplit(".", 1)[-1] in message] or overrides
+        named = [o for o in overrides if _current_key(cls, o).rsplit(".", 1)[-1] in message] or overrides
         raise ConfigError(f"command line {' '.join(named)}: {message}") from None
 
 

@@ -15,6 +15,7 @@ import typing
 from pathlib import Path
 from typing import ClassVar
 
+from tfm_cls.classify.wide_config import WIDE_RENAMES, WideConfig
 from tfm_cls.config.loader import require
 
 TASK_METRICS = {
@@ -102,7 +103,7 @@ class DataConfig:
         require(len(self.text_columns) >= 1, "data.text_columns: give at least one column")
         for key in ("validation_fraction", "test_fraction"):
             value = getattr(self, key)
-            require(0.0 < value < 0.5, f"data.{key}: expected a share in (0, 0.5), got {value}")
+            require(0.0 <= value < 0.5, f"data.{key}: expected a share in [0, 0.5) (0: none carved), got {value}")
         require(
             self.max_train_samples is None or self.max_train_samples > 0,
             f"data.max_train_samples: expected a positive count, got {self.max_train_samples}",
@@ -209,64 +210,29 @@ class ModelConfig:
     init_from: str | None = None
     """Start from pretrained weights: a `tfm-cls pretrain` run directory, a Hugging Face model folder
     (with config.json) or a hub id. The tokenizer then comes from there, not from training."""
+    normalize: bool = False
+    """The head reads the pooled vector scaled to unit length (what a contrastive fine-tuning
+    shapes: `contrastive`); also the exported model's."""
     segment_embedding: bool | None = None
     """A learned token-type (segment) embedding added to the token embeddings of the from-scratch
     model, telling the two texts of a pair apart. None: on for sentence pairs
     (data.text_pair_column set), off for single texts. Pretrained BERT-family checkpoints bring
     their own token-type embeddings (this option is then ignored)."""
-    wide: bool = False
-    """A bag-of-tokens branch summed into the logits: one learned weight per (token, class), summed
-    over the text's tokens / sqrt(their count), trained with `train.wide_lr`. A linear model of the
-    words, as TF-IDF + a linear classifier is, beside the encoder: what rare labels given away by
-    their words need, which a fine-tuned encoder learns slowly on a CPU budget (docs/tasks.md,
-    "Many rare labels"). Adds vocab_size x classes parameters; exported with the model."""
-    encoder_length: int | None = None
-    """With `wide`: the encoder reads only the first encoder_length tokens of each text, the wide
-    branch all `tokenizer.max_length` of them: long documents get their words counted at the cost
-    of a shorter encoder pass (attention grows with the square of the length). null: the encoder
-    reads every token."""
-    wide_weighting: typing.Literal["count", "tfidf"] = "count"
-    """With `wide`: what a token adds to the bag. `count`: 1 / sqrt(the text's tokens), an
-    L2-normalised bag of one-hot tokens. `tfidf`: scikit-learn's sublinear TF-IDF over the tokens
-    ((1 + log tf) * idf, L2-normalised), the idf from the training texts, stored with the model."""
-    wide_ngrams: int = 1
-    """With `wide`: 1, the bag counts tokens; 2, tokens and pairs of adjacent tokens, each pair hashed
-    into one of `wide_buckets` rows (fastText's hashed bigrams): the 1-2-gram features of a TF-IDF
-    baseline, for wide_buckets x classes more parameters."""
-    wide_buckets: int = 2**18
-    """With `wide_ngrams: 2`: how many rows the pairs are hashed into (2^18 was as good as 2^20 on
-    many-label documents; fewer rows, more collisions)."""
 
     def __post_init__(self) -> None:
         require(self.d_model % self.nhead == 0, f"model: d_model={self.d_model} is not divisible by nhead={self.nhead}")
         require(self.num_layers >= 1, f"model.num_layers: expected >= 1, got {self.num_layers}")
-        require(self.encoder_length is None or (self.wide and self.encoder_length >= 2),
-                f"model.encoder_length={self.encoder_length}: needs model.wide: true (the tokens past it are read by the "
-                "wide branch only) and a length >= 2")
         require(0.0 <= self.dropout < 1.0, f"model.dropout: expected a value in [0, 1), got {self.dropout}")
-        require(self.wide or self.wide_weighting == "count",
-                f"model.wide_weighting={self.wide_weighting}: needs model.wide: true")
-        require(self.wide_ngrams in (1, 2) and (self.wide or self.wide_ngrams == 1),
-                f"model.wide_ngrams={self.wide_ngrams}: expected 1 or 2, and 2 needs model.wide: true")
-        require(self.wide_buckets >= 1, f"model.wide_buckets: expected >= 1, got {self.wide_buckets}")
 
     def model_kwargs(self) -> dict[str, typing.Any]:
         """Constructor arguments of `TransformerClassifier` (everything but `init_from` and
-        `segment_embedding`); `max_len` must be a number by then."""
+        `segment_embedding`; the wide branch's come from WideConfig.model_kwargs); `max_len` must be
+        a number by then."""
         if self.max_len == "auto":
             raise ValueError("model.max_len is auto: resolve it (train.resolve_lengths) before building the model")
         kwargs = dataclasses.asdict(self)
         kwargs.pop("init_from")
         kwargs.pop("segment_embedding")  # becomes type_vocab_size (tfm_cls.train)
-        if not kwargs["wide"]:
-            kwargs.pop("wide")  # the model's config holds `wide` only when on
-        if kwargs["encoder_length"] is None:
-            kwargs.pop("encoder_length")
-        if kwargs["wide_weighting"] == "count":
-            kwargs.pop("wide_weighting")
-        if kwargs["wide_ngrams"] == 1:  # as `wide`: recorded only when used
-            kwargs.pop("wide_ngrams")
-            kwargs.pop("wide_buckets")
         return kwargs
 
 
@@ -284,21 +250,6 @@ class TrainConfig:
     lr: float = 5e-4
     head_lr: float | None = None
     """Learning rate of the classification head (None: `lr`)."""
-    wide_lr: float | None = None
-    """Learning rate of the bag-of-tokens branch (model.wide; None: `head_lr`, else `lr`); unused
-    with `wide_warm_start`, which keeps the branch as fitted."""
-    wide_warm_start: bool = False
-    """With model.wide: before the first step, fit the branch (and the head's bias) as a linear
-    model of the training texts' bags of tokens, full-batch L-BFGS with C picked on validation by
-    `best_metric` (tfm_cls.classify.wide), then keep it fixed (`wide_lr` unused): the encoder trains against
-    the branch's out-of-fold logits and learns what the words miss (stacking). Training starts
-    where TF-IDF + logistic regression ends."""
-    wide_loss: typing.Literal["head", "squared_hinge"] = "head"
-    """With `wide_warm_start`, the loss the branch is fitted with. `head`: the head's own (logistic
-    regression of the bags). `squared_hinge` (multi-label): one-vs-rest L2-SVMs, scikit-learn's
-    LinearSVC loss, whose margins are then turned into log-odds per label by Platt scaling on
-    out-of-fold margins; on many-label documents it beat the logistic fit by 0.009 micro-F1 on
-    tokens and 0.035 on tokens and pairs (docs/tasks.md, "Many rare labels")."""
     layerwise_lr_decay: float = 1.0
     """lr of encoder layer i (1..L) = lr * decay^(L - i); embeddings get lr * decay^L. 1.0 = off."""
     head_only_steps: int = 0
@@ -334,6 +285,16 @@ class TrainConfig:
     regression: pearson, spearman, mse, loss."""
     early_stopping_patience: int | None = None
     """Stop after this many evaluations without improvement of `best_metric` (None: never)."""
+    baseline: bool = False
+    """Fit the classical baseline (TF-IDF + a linear model, tfm_cls.classify.baseline) at the end of
+    the run and score it beside the model (metrics.json `baseline`); a warning where it beats the
+    model on validation. The recipe (`tfm-cls train --data`) turns it on; off by default so that
+    presets reproduce their figures (`tfm-cls report` fits it too)."""
+    eval_at_start: bool | typing.Literal["auto"] = False
+    """Evaluate on validation before the first step, so the best checkpoint may be the start
+    (training that only makes the model worse then changes nothing). `auto`: where the model
+    starts trained (model.init_from, or a warm-started wide branch). Never on resume. The recipe
+    (`tfm-cls train --data`) turns it on; false by default so that presets reproduce their figures."""
     bucket_batches: int = 50
     """Length bucketing: shuffle, then sort windows of this many batches by length, so each batch
     holds texts of similar length and padding stays small."""
@@ -377,7 +338,6 @@ class TrainConfig:
         require(self.max_minutes is None or self.max_minutes > 0, f"train.max_minutes: expected > 0, got {self.max_minutes}")
         require(self.lr > 0, f"train.lr: expected > 0, got {self.lr}")
         require(self.head_lr is None or self.head_lr > 0, f"train.head_lr: expected > 0, got {self.head_lr}")
-        require(self.wide_lr is None or self.wide_lr > 0, f"train.wide_lr: expected > 0, got {self.wide_lr}")
         require(0.0 < self.layerwise_lr_decay <= 1.0, f"train.layerwise_lr_decay: expected (0, 1], got {self.layerwise_lr_decay}")
         require(self.head_only_steps >= 0, f"train.head_only_steps: expected >= 0, got {self.head_only_steps}")
         require(0.0 <= self.min_lr_ratio <= 1.0, f"train.min_lr_ratio: expected [0, 1], got {self.min_lr_ratio}")
@@ -404,6 +364,10 @@ class MultiLabelConfig:
     pos_weight: LabelWeights = "none"
     """BCE positive-class weights: balanced = negatives / positives of each label in train (<= 100);
     a mapping {label: weight} gives the named labels their weight and every other label 1."""
+    min_positives: int = 0
+    """With `thresholds: per_label`, a label gets a threshold of its own only with at least this many
+    positive validation examples; the others share the one threshold that maximises micro-F1 over
+    all labels (an F1-optimal cut from a handful of positives is noise). 0: every label its own."""
     prior_init: bool = True
     """Start each label's output bias at the log-odds of its frequency in train (clipped to
     [1/(N+1), N/(N+1)]), so each sigmoid starts at its label's base rate, not at 0.5: on many rare
@@ -413,6 +377,7 @@ class MultiLabelConfig:
 
     def __post_init__(self) -> None:
         require(0.0 < self.threshold < 1.0, f"multi_label.threshold: expected a probability in (0, 1), got {self.threshold}")
+        require(self.min_positives >= 0, f"multi_label.min_positives: expected >= 0, got {self.min_positives}")
         self.pos_weight = check_label_weights(self.pos_weight, "multi_label.pos_weight")
 
 
@@ -428,6 +393,32 @@ class RegressionConfig:
         require(self.huber_delta > 0, f"regression.huber_delta: expected > 0, got {self.huber_delta}")
 
 
+@dataclasses.dataclass(kw_only=True)
+class ContrastiveConfig:
+    """Few labelled texts: SetFit's contrastive fine-tuning of the encoder on pairs of texts, then
+    a logistic-regression head on its unit sentence vectors (tfm_cls.classify.contrastive). The
+    stage runs one pass over `iterations` x N positive and as many negative pairs, at `lr` with a
+    linear decay after 10 % warmup (SetFit's schedule); train.max_minutes, weight_decay,
+    grad_clip, device, precision and num_threads apply, the other train.* keys do not. Needs
+    model.normalize (the head reads unit vectors) and a single- or multi-label task."""
+
+    iterations: int = 0
+    """Pairs drawn per training text and kind (SetFit's num_iterations; its paper: 20). 0: off,
+    the encoder is fine-tuned on the labels as usual."""
+    batch_size: int = 16
+    """Pairs per optimizer step."""
+    lr: float = 2e-5
+    """The encoder's learning rate for the pairs."""
+    head_c: float = 1.0
+    """Inverse regularisation strength C of the logistic-regression head (scikit-learn's default)."""
+
+    def __post_init__(self) -> None:
+        require(self.iterations >= 0, f"contrastive.iterations: expected >= 0, got {self.iterations}")
+        require(self.batch_size >= 1, f"contrastive.batch_size: expected >= 1, got {self.batch_size}")
+        require(self.lr > 0, f"contrastive.lr: expected > 0, got {self.lr}")
+        require(self.head_c > 0, f"contrastive.head_c: expected > 0, got {self.head_c}")
+
+
 LONG_TEXT_RENAMES: dict[str, str | None] = {
     "tokenizer.chunk": "inference.chunk",
     "tokenizer.aggregate": "inference.aggregate",
@@ -436,6 +427,8 @@ LONG_TEXT_RENAMES: dict[str, str | None] = {
 }
 """The long-text keys that left the tokenizer section (old dotted key -> new): files, overrides and
 the config.yaml of older run directories still load, with one warning (config/loader.py)."""
+CLASSIFIER_RENAMES: dict[str, str | None] = {**LONG_TEXT_RENAMES, **WIDE_RENAMES}
+"""Every key a classifier's config moved: the long-text keys and the wide branch's (WIDE_RENAMES)."""
 
 
 @dataclasses.dataclass(kw_only=True)
@@ -461,11 +454,13 @@ class ClassifierConfig(RunConfig):
     """Everything `tfm-cls train` needs; saved resolved as config.yaml in the run directory."""
 
     preset_folder: ClassVar[str] = "cls"
-    renamed_keys: ClassVar[dict[str, str | None]] = LONG_TEXT_RENAMES
+    renamed_keys: ClassVar[dict[str, str | None]] = CLASSIFIER_RENAMES
     name: str = "bbc"
     data: DataConfig = dataclasses.field(default_factory=DataConfig)
     tokenizer: TokenizerConfig = dataclasses.field(default_factory=TokenizerConfig)
     model: ModelConfig = dataclasses.field(default_factory=ModelConfig)
+    wide: WideConfig = dataclasses.field(default_factory=WideConfig)
+    """The bag-of-terms branch beside the encoder (tfm_cls.classify.wide_config)."""
     train: TrainConfig = dataclasses.field(default_factory=TrainConfig)
     inference: InferenceConfig = dataclasses.field(default_factory=InferenceConfig)
     """Chunked classification of long texts at evaluation and inference."""
@@ -473,6 +468,8 @@ class ClassifierConfig(RunConfig):
     """Thresholds and loss weights of a multi-label task (data.task=multi_label)."""
     regression: RegressionConfig = dataclasses.field(default_factory=RegressionConfig)
     """Loss of a regression task (data.task=regression)."""
+    contrastive: ContrastiveConfig = dataclasses.field(default_factory=ContrastiveConfig)
+    """Few labelled texts: contrastive fine-tuning and a fitted head instead of the usual training."""
 
     def __post_init__(self) -> None:
         super().__post_init__()
@@ -495,12 +492,16 @@ class ClassifierConfig(RunConfig):
             f"train.class_weight applies to single_label only (data.task={self.data.task})"
             + ("; multi-label data take multi_label.pos_weight" if self.data.task == "multi_label" else ""),
         )
-        require(self.model.wide or not self.train.wide_warm_start,
-                "train.wide_warm_start fits the bag-of-tokens branch: it needs model.wide: true")
-        require(self.train.wide_loss == "head" or (self.train.wide_warm_start and self.data.task == "multi_label"),
-                f"train.wide_loss={self.train.wide_loss} is a loss of the warm start's fit of one-vs-rest labels: it "
-                f"needs train.wide_warm_start: true and data.task: multi_label (got wide_warm_start="
-                f"{self.train.wide_warm_start}, task={self.data.task})")
+        require(self.wide.loss == "head" or self.data.task == "multi_label",
+                f"wide.loss={self.wide.loss} fits one-vs-rest labels: it needs data.task: multi_label "
+                f"(got {self.data.task})")
+        if self.contrastive.iterations:
+            require(self.model.normalize and self.data.task != "regression" and self.data.text_pair_column is None
+                    and not self.wide.enabled,
+                    "contrastive.iterations: the pairs train a sentence encoder whose head reads unit vectors: it needs "
+                    "model.normalize: true, single texts (no data.text_pair_column), a single- or multi-label task and "
+                    f"no wide branch (got normalize={self.model.normalize}, task={self.data.task}, "
+                    f"text_pair_column={self.data.text_pair_column!r}, wide.enabled={self.wide.enabled})")
         tok, chunk, window = self.tokenizer, self.inference.chunk, self.train.window
         if self.data.text_pair_column is not None:
             # A pair is truncated by the tokenizer, its longer text first (longest_first); the
@@ -519,7 +520,7 @@ class ClassifierConfig(RunConfig):
             # With init_from the tokenizer comes from the pretrained model; checked after loading.
             length, limit = self.tokenizer.max_length, self.model.max_len
             require(
-                length == "auto" or limit == "auto" or length <= limit or self.model.encoder_length is not None,
+                length == "auto" or limit == "auto" or length <= limit or self.wide.encoder_length is not None,
                 f"tokenizer.max_length={length} exceeds model.max_len={limit} "
                 "(the positional encoding's size): lower tokenizer.max_length or raise model.max_len",
             )

@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import dataclasses
 import importlib.util
+import json
 import logging
 import os
 import socket
@@ -95,6 +96,41 @@ def _split_files(folder: Path) -> dict[str, Path]:
     return files
 
 
+def _read(files: dict[str, Path], where: Path) -> DatasetDict:
+    """The split files (one format) as a DatasetDict of their raw columns; empty files and invalid
+    UTF-8 are DataErrors naming the file."""
+    builders = {FILE_BUILDERS[p.suffix] for p in files.values()}
+    if len(builders) > 1:
+        raise DataError(f"{where}: mixed file types {sorted(p.name for p in files.values())}; use one format")
+    for split, file in files.items():
+        with open(file, "rb") as f:
+            head = f.read(4096)
+        if not head.strip() and file.stat().st_size <= len(head):
+            what = "the training split is empty" if split == "train" else f"the {split} split is empty"
+            raise DataError(f"{file}: {what} (the file has no rows)")
+    data_files = {split: str(p) for split, p in files.items()}
+    for file in files.values():
+        if file.suffix != ".parquet":
+            check_utf8(file)
+    try:
+        return load_dataset(builders.pop(), data_files=data_files)
+    except Exception as err:  # parse errors come from pyarrow/pandas deep inside datasets
+        for file in files.values():
+            first_bad_json_line(file)  # a JSON Lines file: the line that does not parse, named
+        raise DataError(
+            f"data.path={where}: could not read {sorted(data_files.values())}: {type(err).__name__}: {err}"
+        ) from err
+
+
+def read_split_files(folder: Path) -> tuple[DatasetDict, dict[str, Path]]:
+    """A data folder's train / validation / test files with their raw columns, and the files."""
+    if not folder.is_dir():
+        raise DataError(f"{folder}: not a folder (expected one holding train.{{json,jsonl,csv,parquet}}, and "
+                        "optionally validation.* / test.* and labels.json)")
+    files = _split_files(folder)
+    return _read(files, folder), files
+
+
 def _load_local(cfg: DataConfig) -> tuple[DatasetDict, Path | None, str]:
     path = Path(cfg.path).expanduser()
     if path.is_dir():
@@ -107,26 +143,7 @@ def _load_local(cfg: DataConfig) -> tuple[DatasetDict, Path | None, str]:
         labels_file = path.parent / "labels.json"
     else:
         raise DataError(f"data.path={path} does not exist (expected a data file or a folder with train.* files)")
-    builders = {FILE_BUILDERS[p.suffix] for p in files.values()}
-    if len(builders) > 1:
-        raise DataError(f"{path}: mixed file types {sorted(p.name for p in files.values())}; use one format")
-    for split, file in files.items():
-        with open(file, "rb") as f:
-            head = f.read(4096)
-        if not head.strip() and file.stat().st_size <= len(head):
-            what = "the training split is empty" if split == "train" else f"the {split} split is empty"
-            raise DataError(f"{file}: {what} (the file has no rows)")
-    data_files = {split: str(p) for split, p in files.items()}
-    for file in files.values():
-        if file.suffix != ".parquet":
-            check_utf8(file)
-    try:
-        dsd = load_dataset(builders.pop(), data_files=data_files)
-    except Exception as err:  # parse errors come from pyarrow/pandas deep inside datasets
-        raise DataError(
-            f"data.path={path}: could not read {sorted(data_files.values())}: {type(err).__name__}: {err}"
-        ) from err
-    return dsd, (labels_file if labels_file.is_file() else None), str(path)
+    return _read(files, path), (labels_file if labels_file.is_file() else None), str(path)
 
 
 def _truthy(name: str) -> bool:
@@ -235,6 +252,23 @@ def check_utf8(path: str | Path) -> None:
         raise DataError(str(err)) from None
 
 
+def first_bad_json_line(file: Path) -> None:
+    """A DataError naming the first line of a .jsonl file that is not one JSON object; nothing for
+    other files or where every line parses (the reader's own error then stands)."""
+    if file.suffix != ".jsonl":
+        return
+    with open(file, encoding="utf-8", errors="replace") as f:
+        for number, line in enumerate(f, 1):
+            if not line.strip():
+                continue
+            try:
+                row = json.loads(line)
+            except ValueError as err:
+                raise DataError(f"{file}, line {number}: not valid JSON ({err}); each line must be one JSON object") from None
+            if not isinstance(row, dict):
+                raise DataError(f"{file}, line {number}: expected a JSON object, got {type(row).__name__}")
+
+
 def _carve(train: Dataset, fraction: float, seed: int, what: str, source: str) -> tuple[Dataset, Dataset]:
     # Stratified by class where there is one class per example (multi-label, regression: seeded random).
     stratify = "label" if isinstance(train.features["label"], ClassLabel) else None
@@ -266,22 +300,22 @@ def load_data(cfg: DataConfig) -> ClassificationData:
     dsd, names = _columns_and_labels(dsd, cfg, source, labels_file)
     train, carved = dsd["train"], []
     splits = {}
-    if "test" not in dsd:
+    if "test" in dsd:
+        splits["test"] = dsd["test"]
+    elif cfg.test_fraction > 0:  # 0: no test split (nothing is scored at the end)
         train, splits["test"] = _carve(train, cfg.test_fraction, cfg.split_seed, "test", source)
         carved.append("test")
-    else:
-        splits["test"] = dsd["test"]
-    if "validation" not in dsd:
+    if "validation" in dsd:
+        splits["validation"] = dsd["validation"]
+    elif cfg.validation_fraction > 0:  # 0: every example trains (a fixed schedule, nothing selected)
         fraction = cfg.validation_fraction / (1.0 - (cfg.test_fraction if carved else 0.0))
         train, splits["validation"] = _carve(train, fraction, cfg.split_seed + 1, "validation", source)
         carved.append("validation")
-    else:
-        splits["validation"] = dsd["validation"]
     if cfg.max_train_samples is not None and cfg.max_train_samples < len(train):
         train = train.shuffle(seed=cfg.split_seed).select(range(cfg.max_train_samples))
     if len(train) == 0:
         raise DataError(f"{source}: the training split is empty after splitting")
-    result = DatasetDict(train=train, validation=splits["validation"], test=splits["test"])
+    result = DatasetDict(train=train, **{name: splits[name] for name in ("validation", "test") if name in splits})
     logger.info(
         "data %s: %s examples, %d classes%s", source, {k: len(v) for k, v in result.items()},
         len(names), f" (carved from train: {carved})" if carved else "",
@@ -343,6 +377,7 @@ def load_eval_split(cfg: DataConfig, path: str | Path, split: str, labels: list[
     try:
         ds = load_dataset(FILE_BUILDERS[file.suffix], data_files={"eval": str(file)})["eval"]
     except Exception as err:
+        first_bad_json_line(file)
         raise DataError(f"{file}: could not read it: {err}") from err
     ds = _select_columns(DatasetDict(eval=ds), cfg, str(file))["eval"]
     return targets_of(cfg.task).encode_eval(ds, cfg, labels, labels_file, file)

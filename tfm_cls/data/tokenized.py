@@ -106,9 +106,6 @@ class TokenizedSplit:
     windows: np.ndarray | None = None
     policy: LongText | None = None
     """How the windows' logits are aggregated (LongText.aggregate / .scores)."""
-    offsets: np.ndarray | None = None
-    """[rows, outputs] added to the model's logits in the training loss (a warm-started wide
-    branch's out-of-fold minus in-sample logits: tfm_cls.classify.wide); None: nothing."""
 
     def __len__(self) -> int:
         """Number of examples."""
@@ -281,8 +278,6 @@ def collate(split: TokenizedSplit, indices: list[int], pad_id: int = 0) -> dict[
         attention_mask[row, : len(seq)] = 1
     labels = torch.from_numpy(split.row_labels(indices))  # [batch] (multi-label: [batch, num_labels])
     batch = {"input_ids": input_ids, "attention_mask": attention_mask, "labels": labels}
-    if split.offsets is not None:
-        batch["offsets"] = torch.from_numpy(split.offsets[indices])  # [batch, outputs]
     if split.token_type_ids is not None:
         token_type_ids = torch.zeros((len(seqs), width), dtype=torch.long)  # [batch, seq], 0 under padding
         for row, i in enumerate(indices):

@@ -243,7 +243,7 @@ def resolved_lengths(cfg: C, max_length: int, max_len: int | str) -> C:
 
 
 def long_text_of(cfg: TokenizerConfig, inference: InferenceConfig, **overrides) -> LongText:
-    """The LongText policy (export/infer.py) of a config's tokenizer and inference sections (the
+    """The LongText policy (tfm_cls.runtime.text) of a config's tokenizer and inference sections (the
     cut and the windows; chunking and aggregation), with some fields overridden (None = keep the
     config's)."""
     fields = {
@@ -255,7 +255,7 @@ def long_text_of(cfg: TokenizerConfig, inference: InferenceConfig, **overrides) 
 
 
 def text_encoder(tokenizer: Tokenizer, policy: LongText, max_length: int | None = None) -> TextEncoder:
-    """The one encoder of model rows (export/infer.py's TextEncoder); a policy that cannot work
+    """The one encoder of model rows (tfm_cls.runtime.text.TextEncoder); a policy that cannot work
     is a ConfigError."""
     try:
         return TextEncoder(tokenizer, max_length or max_length_of(tokenizer), policy)

@@ -7,7 +7,7 @@ import dataclasses
 import typing
 
 from tfm_cls.config import (
-    LONG_TEXT_RENAMES,
+    CLASSIFIER_RENAMES,
     ClassifierConfig,
     DataConfig,
     InferenceConfig,
@@ -15,6 +15,7 @@ from tfm_cls.config import (
     RunConfig,
     TokenizerConfig,
     TrainConfig,
+    WideConfig,
     require,
 )
 from tfm_cls.distill.cut import check_layer_spec
@@ -152,7 +153,7 @@ class DistillConfig(RunConfig):
     (beside config.yaml, the student's ClassifierConfig, which makes the result an ordinary run)."""
 
     preset_folder: typing.ClassVar[str] = "distill"
-    renamed_keys: typing.ClassVar[dict[str, str | None]] = LONG_TEXT_RENAMES
+    renamed_keys: typing.ClassVar[dict[str, str | None]] = CLASSIFIER_RENAMES
     name: str = "distill"
     data: DataConfig = dataclasses.field(default_factory=DataConfig)
     teacher: TeacherConfig = dataclasses.field(default_factory=TeacherConfig)
@@ -161,6 +162,8 @@ class DistillConfig(RunConfig):
     student: StudentConfig = dataclasses.field(default_factory=StudentConfig)
     tokenizer: TokenizerConfig = dataclasses.field(default_factory=TokenizerConfig)
     model: ModelConfig = dataclasses.field(default_factory=ModelConfig)
+    wide: WideConfig = dataclasses.field(default_factory=WideConfig)
+    """The student's bag-of-terms branch (its config.yaml's `wide`)."""
     train: TrainConfig = dataclasses.field(default_factory=TrainConfig)
     inference: InferenceConfig = dataclasses.field(default_factory=InferenceConfig)
     """The student's evaluation and inference on long texts (its config.yaml's `inference`)."""
@@ -196,5 +199,5 @@ class DistillConfig(RunConfig):
         """The student's ClassifierConfig (config.yaml of the run directory: eval, export, ... read it)."""
         return ClassifierConfig(
             name=self.name, run_dir=self.run_dir, seed=self.seed, data=self.data, tokenizer=self.tokenizer,
-            model=self.model, train=self.train, inference=self.inference,
+            model=self.model, wide=self.wide, train=self.train, inference=self.inference,
         )

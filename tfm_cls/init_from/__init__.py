@@ -10,6 +10,7 @@ Each returns (TransformerClassifier with a new head, tokenizers.Tokenizer).
 from __future__ import annotations
 
 from pathlib import Path
+from typing import Any
 
 import torch
 from tokenizers import Tokenizer
@@ -46,12 +47,14 @@ def init_kind(source: str) -> str:
     return "hf"  # a hub id, e.g. sentence-transformers/all-MiniLM-L6-v2
 
 
-def load_pretrained(source: str, model_cfg: ModelConfig, num_classes: int) -> tuple[TransformerClassifier, Tokenizer]:
-    """(model, tokenizer) for `model.init_from`; the head is new (num_classes outputs)."""
+def load_pretrained(source: str, model_cfg: ModelConfig, num_classes: int,
+                    wide: dict[str, Any] | None = None) -> tuple[TransformerClassifier, Tokenizer]:
+    """(model, tokenizer) for `model.init_from`; the head is new (num_classes outputs), and so is a
+    Hugging Face model's wide branch (`wide`: WideConfig.model_kwargs)."""
     kind = init_kind(source)
     if kind == "pretrain":
         return classifier_from_pretraining_run(source, model_cfg, num_classes)
-    return classifier_from_hf(source, model_cfg, num_classes)
+    return classifier_from_hf(source, model_cfg, num_classes, wide)
 
 
 def with_vocabulary(model: TransformerClassifier, vocab_size: int, copy_id: int) -> TransformerClassifier:
@@ -62,9 +65,10 @@ def with_vocabulary(model: TransformerClassifier, vocab_size: int, copy_id: int)
     if vocab_size <= old:
         return model
     grown = TransformerClassifier(**{**model.config, "vocab_size": vocab_size})
-    state = {k: v for k, v in model.state_dict().items() if not k.startswith(("wide.", "wide_idf"))}
+    fresh = set(model.branch_keys())  # the wide branch's
+    state = {k: v for k, v in model.state_dict().items() if k not in fresh}
     table = state["token_embedding.embedding.weight"]  # [old, d_model]
     state["token_embedding.embedding.weight"] = torch.cat([table, table[copy_id].expand(vocab_size - old, -1)])
     missing = grown.load_state_dict(state, strict=False).missing_keys
-    assert all(k.startswith(("wide.", "wide_idf")) for k in missing), missing
+    assert set(missing) <= fresh, missing
     return grown

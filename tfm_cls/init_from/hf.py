@@ -239,13 +239,15 @@ def load_hf_tokenizer(folder: Path, spec: EncoderSpec, max_length: int) -> Token
 # ---- the classifier -------------------------------------------------------------------------------
 
 
-def classifier_from_hf(source: str, model_cfg: Any, num_classes: int) -> tuple[torch.nn.Module, Tokenizer]:
+def classifier_from_hf(source: str, model_cfg: Any, num_classes: int,
+                       wide: dict[str, Any] | None = None) -> tuple[torch.nn.Module, Tokenizer]:
     """(TransformerClassifier, Tokenizer) from a HF BERT-family checkpoint; the head is new.
 
     `model_cfg` (the run's ModelConfig) gives `pooling`, `dropout` and an upper bound `max_len` on
     the position table; everything architectural comes from config.json. With `pooling: cls` and
     a checkpoint that has BERT's pooler (dense + tanh over [CLS]), the pooler is kept, as
-    `BertForSequenceClassification` does.
+    `BertForSequenceClassification` does. `wide`: the wide branch's constructor arguments
+    (WideConfig.model_kwargs); the branch is new, as the head.
     """
     folder = resolve_source(source)
     spec = read_spec(folder)
@@ -280,14 +282,12 @@ def classifier_from_hf(source: str, model_cfg: Any, num_classes: int) -> tuple[t
         type_vocab_size=spec.type_vocab_size,
         embedding_layer_norm=True,
         pooler=pooler,
-        wide=bool(getattr(model_cfg, "wide", False)),  # the bag-of-tokens branch is new, as the head
-        encoder_length=getattr(model_cfg, "encoder_length", None),
-        wide_weighting=getattr(model_cfg, "wide_weighting", "count"),
-        wide_ngrams=getattr(model_cfg, "wide_ngrams", 1),
-        wide_buckets=getattr(model_cfg, "wide_buckets", 2**18),
+        normalize=bool(getattr(model_cfg, "normalize", False)),
+        **(wide or {}),
     )
     result = model.load_state_dict(encoder_state, strict=False)
-    new = sorted(k for k in result.missing_keys if not k.startswith(("head.", "wide.", "wide_idf")))
+    fresh = set(model.branch_keys())  # the wide branch's: fitted or trained here
+    new = sorted(k for k in result.missing_keys if not k.startswith("head.") and k not in fresh)
     if new or result.unexpected_keys:  # a converter bug, not a user error: say exactly what
         raise HFImportError(
             f"{folder}: converted weights do not fit TransformerClassifier: not loaded {new}, "

@@ -42,14 +42,15 @@ def classifier_from_pretraining_run(
     ignored = {
         k: (encoder_config[k], v)
         for k, v in requested.items()
-        if k not in ("dropout", "pooling") and k in encoder_config and encoder_config[k] != v
+        if k not in ("dropout", "pooling", "normalize") and k in encoder_config and encoder_config[k] != v
     }
     if ignored:
         logger.info(
             "model.init_from: architecture from the pretrained encoder (%s)",
             ", ".join(f"{k}={a!r}, not the configured {b!r}" for k, (a, b) in sorted(ignored.items())),
         )
-    config = {**encoder_config, "dropout": requested["dropout"], "pooling": requested["pooling"], "num_classes": num_classes}
+    config = {**encoder_config, "dropout": requested["dropout"], "pooling": requested["pooling"], "num_classes": num_classes,
+              **({"normalize": True} if requested.get("normalize") else {})}
     model = TransformerClassifier(**config)
 
     tokenizer = load_tokenizer(run_dir / R.TOKENIZER_FILE)

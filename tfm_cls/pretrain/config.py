@@ -7,7 +7,7 @@ import dataclasses
 import typing
 
 from tfm_cls.config import (
-    LONG_TEXT_RENAMES,
+    CLASSIFIER_RENAMES,
     DataConfig,
     ModelConfig,
     RunConfig,
@@ -96,7 +96,7 @@ class PretrainConfig(RunConfig):
 
     preset_folder: typing.ClassVar[str] = "pretrain"
     renamed_keys: typing.ClassVar[dict[str, str | None]] = {
-        old: None for old in LONG_TEXT_RENAMES  # classifier settings that pretraining never read
+        old: None for old in CLASSIFIER_RENAMES  # classifier settings that pretraining never read
     }
     name: str = "pretrain"
     data: DataConfig = dataclasses.field(default_factory=DataConfig)

@@ -4,9 +4,11 @@
     heads.py       per task type: scores, decisions and output rows (the training heads extend them)
     text.py        LongText and TextEncoder: truncation strategies and windows of long texts
     batching.py    length-sorted token-budget batches, padding
-    classifier.py  the onnxruntime session and Classifier (metadata checked against the graph)
+    session.py     the onnxruntime session and Classifier (metadata checked against the graph)
     readers.py     txt / jsonl / csv / tsv records, the one line reader
     writers.py     JSONL / CSV rows, the atomic output file
+    stream.py      a file or stdin classified in bounded memory, in input order (tfm-cls infer)
+    ray_predictor.py  OnnxClassifier, the Ray Data predictor of `tfm-cls batch` (the ray extra)
 
 It imports onnxruntime, tokenizers and numpy, never torch (tests/integration/export/test_export_infer.py runs it in a
 process where torch cannot be imported); the training side imports its text layer from here.

@@ -7,10 +7,10 @@ import itertools
 import numpy as np
 
 BATCHINGS = ("tokens", "fixed")
-DEFAULT_MAX_TOKENS = 1024  # PyTorch (tfm-cls predict): benchmarks/bench_infer.py --batching-only, best or tied on sst2
+DEFAULT_MAX_TOKENS = 1024  # PyTorch (tfm-cls predict): python -m benchmarks.batching, best or tied on sst2
 # onnxruntime, one thread (tfm-cls infer / serve): a session run of 16 rows x 16 tokens costs 3-8 % less per token
 # than one of 64 x 16 (cache), and a run costs about as much as 16 more tokens, whatever the model
-# (benchmarks/bench_infer.py --hand-loop, docs/serving.md "Offline").
+# (python -m benchmarks.hand_loop, docs/serving.md "Offline").
 RUNTIME_MAX_TOKENS = 256
 RUNTIME_RUN_COST = 16
 

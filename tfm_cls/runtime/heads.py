@@ -5,7 +5,7 @@
                    (a row with none gets its most probable label unless `ensure_label` is off)
     regression     one value
 
-The training heads (tfm_cls.heads) subclass these and add their losses and metrics, so a decision
+The training heads (tfm_cls.classify.heads) subclass these and add their losses and metrics, so a decision
 rule and an output row are written once for `tfm-cls predict`, `eval`, `infer` and the exporter.
 """
 

@@ -89,6 +89,9 @@ class Task(Protocol):
     def save_best(self) -> None:
         """Write the weights the engine has just selected (rank 0 only)."""
 
+    # optional: `starts_trained: bool`, whether the model is worth evaluating before the first step
+    # (train.eval_at_start: auto); a task without it starts untrained
+
     def describe(self, metrics: dict[str, float]) -> str:
         """One log fragment for validation metrics, e.g. 'loss 0.41 accuracy 0.88'."""
 
@@ -205,6 +208,11 @@ class Engine:
         if cfg.early_stopping_patience and state.bad_evals >= cfg.early_stopping_patience:
             state.stopped = f"early stopping: {state.bad_evals} evaluations without a better {best_metric}"
 
+    def _evaluates_at_start(self) -> bool:
+        if self.cfg.eval_at_start == "auto":
+            return bool(getattr(self.task, "starts_trained", False))
+        return bool(self.cfg.eval_at_start)
+
     def _report(self, step: int, values: dict[str, float]) -> None:
         for sink in self.sinks:
             sink.scalars(step, values)
@@ -251,6 +259,8 @@ class Engine:
         self.pending_loss = D.DeviceSum(env.device)  # train loss not yet in state.loss_sum
 
         planned_steps = total_steps = self.planned_steps
+        if not resume and task.has_validation and self._evaluates_at_start():
+            self._evaluate()  # step 0: the start is a candidate for the best weights too
         model.train()
         session_start, session_start_seconds = time.perf_counter(), state.seconds
         rate_start = (state.seconds, state.step)
@@ -334,6 +344,10 @@ class Engine:
                 self._evaluate()
         elif self.env.is_main:
             task.save_best()
+        if state.best_step == 0 and state.step > 0:
+            logger.warning("no evaluation after step 0 beat the start (%s %.4f): the weights kept are those the run "
+                           "started from; training did not help (a lower train.lr, or fewer steps, may)",
+                           task.best_metric, state.best_value)
         self._checkpoint()
         # Release DDP's reducer (it holds the process group, which teardown destroys) and the optimizer state.
         self.optimizer = None

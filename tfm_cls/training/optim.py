@@ -1,6 +1,7 @@
 """The optimizer's side of training: AdamW parameter groups (weight decay on matrices only,
-layer-wise learning rates, a separate head rate), the warmup + decay schedule, the time-budget
-projection of the schedule's length, and freezing the body for a head-only phase."""
+layer-wise learning rates, a separate head rate, a module's own rate), the warmup + decay
+schedule, the time-budget projection of the schedule's length, and freezing the body for a
+head-only phase."""
 
 from __future__ import annotations
 
@@ -56,7 +57,8 @@ def affordable_total_steps(
 
 _EMBEDDING_PREFIXES = ("token_embedding", "token_type_embedding", "positional_encoding", "embedding_norm")
 _HEAD_PREFIXES = ("head", "pooler", "wide")
-"""Trained in the head-only phase, at train.head_lr (`wide`, the bag-of-tokens branch: train.wide_lr)."""
+"""Trained in the head-only phase, at train.head_lr (`wide`, the bag-of-tokens branch: at its own
+rate where it has one, `_own_rates`)."""
 
 
 def _is_head(name: str) -> bool:
@@ -74,14 +76,25 @@ def _lr_scale(name: str, num_layers: int, decay: float) -> float:
     return 1.0
 
 
+def _own_rates(model: torch.nn.Module) -> dict[str, float]:
+    """The submodules that carry a learning rate of their own (an `lr` attribute, not None: the
+    wide branch's `wide.lr`, set by tfm_cls.classify.wide_fit.train_branch): name + "." -> rate."""
+    rates = {name: getattr(module, "lr", None) for name, module in model.named_modules() if name}
+    return {f"{name}.": float(lr) for name, lr in rates.items() if isinstance(lr, (int, float))}
+
+
 def param_groups(model: torch.nn.Module, cfg: TrainConfig) -> list[dict[str, Any]]:
     """AdamW groups: weight decay only on matrices (p.dim() >= 2); one group per learning rate.
-    Each group carries `base_lr`; the schedule scales it every step."""
+    Each group carries `base_lr`; the schedule scales it every step. A parameter of a module with a
+    rate of its own (`_own_rates`) trains at it; the head's at train.head_lr; the body's at train.lr
+    (layer-wise decayed)."""
     num_layers = len(model.encoder.layers)
+    own = _own_rates(model)
     groups: dict[tuple[float, bool], dict[str, Any]] = {}
     for name, param in model.named_parameters():
-        if name.split(".")[0] == "wide" and cfg.wide_lr is not None:
-            base_lr = cfg.wide_lr
+        rate = next((lr for prefix, lr in own.items() if name.startswith(prefix)), None)
+        if rate is not None:
+            base_lr = rate
         elif _is_head(name):
             base_lr = cfg.head_lr if cfg.head_lr is not None else cfg.lr
         else:

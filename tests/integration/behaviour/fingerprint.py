@@ -46,10 +46,17 @@ Session 13: finish_run records how far apart validation and test accuracy are
 (`calibration.test.accuracy_shift`), so the `metrics` of classifier, classifier_branches,
 finetuned, pair and distill were re-recorded; every other entry came out unchanged.
 
+Session 14 (issue 35, the house by job): fingerprints.json holds one record per environment
+(`records`); this machine's (no AMX) was recorded with the code before the restructure (3bcb6d6)
+and the restructured code gives it bit for bit. The new switches of the recipe (train.eval_at_start,
+train.baseline, contrastive, model.normalize, data fractions of 0) are off by default, so every
+entry is unchanged by them too.
+
 Left out as not deterministic: the TIMING_KEYS of every JSON (timing, throughput, device) and
 the path of the temporary folder (written as <work>).
 
     python tests/integration/behaviour/fingerprint.py OUT.json # write the fingerprints of this checkout
+                                                                # (add them to fingerprints.json's records)
 """
 
 from __future__ import annotations

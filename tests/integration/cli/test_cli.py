@@ -52,7 +52,8 @@ def test_help_and_version_exit_0(argv, tmp_path):
 @pytest.mark.parametrize(
     "argv",
     [["--help"], ["--version"]]
-    + [[command, "--help"] for command in ("train", "pretrain", "eval", "predict", "export", "verify-onnx", "quantize")],
+    + [[command, "--help"] for command in ("train", "pretrain", "tune", "distill", "compress", "eval", "report", "predict",
+                                           "export", "verify-onnx", "quantize", "infer", "batch", "serve")],
     ids=lambda a: "-".join(a).strip("-"),
 )
 def test_help_and_version_import_nothing_heavy(argv, tmp_path):
@@ -113,7 +114,7 @@ def broken_predict(monkeypatch):
     def boom(args):
         raise RuntimeError("the GPU caught fire")
 
-    monkeypatch.setattr(cli, "cmd_predict", boom)
+    monkeypatch.setattr(cli.predict, "run", boom)
 
 
 def test_an_internal_failure_is_exit_1_and_one_line(broken_predict, capsys):
@@ -134,7 +135,7 @@ def test_a_user_error_is_exit_2_even_with_verbose(monkeypatch, capsys):
     def refuse(args):
         raise RunDirError("runs/x has no model.safetensors; train it first")
 
-    monkeypatch.setattr(cli, "cmd_predict", refuse)
+    monkeypatch.setattr(cli.predict, "run", refuse)
     assert cli.main(["-v", "predict", "--run", "runs/x"]) == 2
     assert capsys.readouterr().err == "error: runs/x has no model.safetensors; train it first\n"
 

@@ -1,16 +1,11 @@
 """benchmarks/compare_runs.py: what each run changed against the first, with its metrics."""
 
 import json
-import sys
-from pathlib import Path
 
 from kits.distill_tiny import distill_config
 
+from benchmarks import compare_runs
 from tfm_cls.distill import distill
-
-sys.path.insert(0, str(Path(__file__).resolve().parents[3] / "benchmarks"))
-
-import compare_runs  # noqa: E402
 
 
 def test_table_names_the_changed_keys_and_reports_each_runs_metrics(tmp_path, tiny_data, teacher_run, capsys):

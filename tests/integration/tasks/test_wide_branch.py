@@ -1,6 +1,6 @@
-"""The bag-of-tokens branch (`model.wide`, issue 27): its logits are a linear bag of the text's
-tokens, it starts at zero (the model starts as the encoder alone), trains at train.wide_lr, and
-travels through the ONNX export to the torch-free runtime unchanged."""
+"""The bag-of-tokens branch (`wide:`, issue 27; tfm_cls.model.wide, tfm_cls.classify.wide_fit): its
+logits are a linear bag of the text's tokens, it starts at zero (the model starts as the encoder
+alone), trains at wide.lr, and travels through the ONNX export to the torch-free runtime unchanged."""
 
 from types import SimpleNamespace
 
@@ -15,14 +15,25 @@ from tfm_cls.export.verify import verify
 from tfm_cls import runs as R
 from tfm_cls.classify.heads import Head as SingleLabelHead
 from tfm_cls.classify.predict import texts_logits
-from tfm_cls.classify.wide import WARM_START_C, _fit, bag_matrix, set_idf, start_wide, warm_start
-from tfm_cls.config import ClassifierConfig, TrainConfig, load_config
+from tfm_cls.classify.wide_fit import (
+    OFFSETS_FILE,
+    WARM_START_C,
+    _fit,
+    bag_matrix,
+    fit_branch,
+    set_idf,
+    start_wide,
+    train_branch,
+    warm_start,
+)
+from tfm_cls.config import ClassifierConfig, TrainConfig, WideConfig, load_config
 from tfm_cls.data.tokenized import TokenizedSplit
-from tfm_cls.errors import CheckpointError, RunDirError
+from tfm_cls.errors import CheckpointError, ConfigError, RunDirError
 from tfm_cls.model import TransformerClassifier
 from tfm_cls.runtime.heads import sigmoid
 from tfm_cls.runtime.session import Classifier
-from tfm_cls.train import _wide_offsets, train
+from tfm_cls.train import train
+from tfm_cls.training.checkpoint import load_weights, save_tensors
 from tfm_cls.training.optim import param_groups
 
 
@@ -41,11 +52,11 @@ def test_wide_logits_are_an_l2_normalised_bag_of_the_tokens():
     mask = (ids != 0).long()
     table = model.wide.weight.detach().numpy()
     expected = np.stack([table[[5, 7, 7, 2]].sum(0) / 2.0, table[[3, 4, 5, 6, 8, 9]].sum(0) / np.sqrt(6)])
-    assert model.wide_logits(ids, mask).detach().numpy() == pytest.approx(expected, rel=1e-5)
+    assert model.wide(ids, mask).detach().numpy() == pytest.approx(expected, rel=1e-5)
     # the branch adds to the encoder's logits; padding changes nothing
     with torch.no_grad():
         deep = model.head(model.features(ids, mask))
-        assert torch.allclose(model(ids, mask), deep + model.wide_logits(ids, mask), atol=1e-6)
+        assert torch.allclose(model(ids, mask), deep + model.wide(ids, mask), atol=1e-6)
         padded = torch.cat([ids, torch.zeros(2, 3, dtype=torch.long)], 1)
         assert torch.allclose(model(padded, (padded != 0).long()), model(ids, mask), atol=1e-5)
 
@@ -60,7 +71,7 @@ def test_with_encoder_length_the_encoder_reads_the_first_tokens_and_the_branch_a
     b = torch.tensor([[5, 7, 8, 2, 4, 11, 12]])  # differs after the 4th token only
     with torch.no_grad():
         assert torch.equal(model.features(a), model.features(b))
-        assert torch.allclose(model(a) - model.wide_logits(a), model(b) - model.wide_logits(b), atol=1e-6)
+        assert torch.allclose(model(a) - model.wide(a), model(b) - model.wide(b), atol=1e-6)
         assert not torch.allclose(model(a), model(b))
     with pytest.raises(ValueError, match="encoder_length=4 needs wide=True"):
         TransformerClassifier(vocab_size=30, num_classes=3, d_model=16, nhead=2, num_layers=1, dim_feedforward=32,
@@ -68,19 +79,52 @@ def test_with_encoder_length_the_encoder_reads_the_first_tokens_and_the_branch_a
 
 
 def test_the_branch_starts_at_zero_and_only_when_asked():
-    assert _model().wide_logits(torch.tensor([[4, 5]])).abs().max() == 0
+    assert _model().wide(torch.tensor([[4, 5]])).abs().max() == 0
     assert _model(wide=False).wide is None and "wide" not in _model(wide=False).config
-    assert _model().config["wide"] is True
-    groups = param_groups(_model(), TrainConfig(lr=1e-4, head_lr=1e-3, wide_lr=5e-2))
-    lr_of = {name: g["base_lr"] for g in groups for name in g["names"]}
+    assert _model().config["wide"] is True and _model().branch_keys() == ["wide.weight"]
+    assert _model(wide=False).branch_keys() == []
+
+
+def test_the_branch_trains_at_its_own_rate_or_stays_as_fitted():
+    def rates(wide):
+        model = _model()
+        train_branch(model, wide)
+        groups = param_groups(model, TrainConfig(lr=1e-4, head_lr=1e-3))
+        return model, {name: g["base_lr"] for g in groups for name in g["names"]}
+
+    model, lr_of = rates(WideConfig(enabled=True, lr=5e-2))
     assert lr_of["wide.weight"] == 5e-2 and lr_of["head.weight"] == 1e-3 and lr_of["token_embedding.embedding.weight"] == 1e-4
+    assert model.wide.weight.requires_grad
+    model, lr_of = rates(WideConfig(enabled=True))  # no rate of its own: the head's
+    assert lr_of["wide.weight"] == 1e-3
+    model, _ = rates(WideConfig(enabled=True, warm_start=True))  # fitted before step 1, then kept
+    assert not model.wide.weight.requires_grad and model.head.weight.requires_grad
+
+
+def test_a_state_dict_saved_before_the_branch_was_a_module_loads(tmp_path):
+    """Runs written before tfm_cls.model.wide kept the IDF table as `wide_idf`: it loads as `wide.idf`."""
+    torch.manual_seed(0)
+    model = _tfidf_model()
+    with torch.no_grad():
+        model.wide.weight.normal_()
+        model.wide.idf.uniform_(1.0, 3.0)
+    state = model.state_dict()
+    assert "wide.idf" in state and "wide_idf" not in state  # what runs write now
+    old = {("wide_idf" if k == "wide.idf" else k): v for k, v in state.items()}
+    save_tensors(old, tmp_path / "model.safetensors")
+    fresh = _tfidf_model()
+    load_weights(fresh, tmp_path / "model.safetensors")  # strict: a key left over would be an error
+    assert all(torch.equal(fresh.state_dict()[k], v) for k, v in state.items())
+    ids = torch.tensor([[5, 7, 7, 2, 0], [3, 4, 5, 6, 8]])
+    with torch.no_grad():
+        assert torch.equal(fresh.eval()(ids, (ids != 0).long()), model.eval()(ids, (ids != 0).long()))
 
 
 @pytest.fixture(scope="module")
 def wide_run(tmp_path_factory, ml_data):
     run = tmp_path_factory.mktemp("wide") / "run"
-    cfg = load_config(ClassifierConfig, None, T.overrides(ml_data, run, *T.MULTI_LABEL, "model.wide=true",
-                                                           "model.encoder_length=8", "train.wide_lr=0.05"))
+    cfg = load_config(ClassifierConfig, None, T.overrides(ml_data, run, *T.MULTI_LABEL, "wide.enabled=true",
+                                                           "wide.encoder_length=8", "wide.lr=0.05"))
     return run, train(cfg)
 
 
@@ -114,19 +158,19 @@ def test_tfidf_bags_are_scikit_learns_sublinear_tfidf_of_the_tokens():
 
     docs = [[1, 5, 5, 7, 9], [5, 3, 3, 3], [2, 7, 11, 12, 12, 12, 13], [1, 2, 3], [5, 5, 5, 5, 30]]
     model = _tfidf_model()
-    set_idf(model, _split(docs, [0] * len(docs)))
+    set_idf(model.wide, _split(docs, [0] * len(docs)))
     vectorizer = TfidfVectorizer(sublinear_tf=True, analyzer=lambda doc: [str(t) for t in doc]).fit(docs)
     expected = np.zeros((len(docs), 40))
     for token, column in vectorizer.vocabulary_.items():
         expected[:, int(token)] = vectorizer.transform(docs).toarray()[:, column]
-        assert model.wide_idf[int(token)].item() == pytest.approx(vectorizer.idf_[column], rel=1e-6)
+        assert model.wide.idf[int(token)].item() == pytest.approx(vectorizer.idf_[column], rel=1e-6)
     unseen = [t for t in range(40) if str(t) not in vectorizer.vocabulary_]
-    assert model.wide_idf[unseen].abs().max() == 0  # outside the vocabulary: adds nothing
-    bags = bag_matrix(model, _split(docs, [0] * len(docs))).to_dense().numpy()
+    assert model.wide.idf[unseen].abs().max() == 0  # outside the vocabulary: adds nothing
+    bags = bag_matrix(model.wide, _split(docs, [0] * len(docs))).to_dense().numpy()
     assert bags == pytest.approx(expected, abs=1e-6)
     # a text of unseen tokens has an empty bag (no NaN from its zero norm); padding changes nothing
     ids = torch.tensor([[20, 21, 0, 0], [5, 5, 7, 0]])
-    shares = model.wide_shares(*model.wide_terms(ids, (ids != 0).long()))
+    shares = model.wide.shares(*model.wide.terms(ids, (ids != 0).long()))
     assert torch.isfinite(shares).all() and shares[0].abs().max() == 0
     with pytest.raises(ValueError, match="wide_weighting must be one of"):
         TransformerClassifier(vocab_size=40, num_classes=3, d_model=16, nhead=2, num_layers=1, dim_feedforward=32,
@@ -143,9 +187,9 @@ def test_the_warm_start_is_scikit_learns_logistic_regression_on_the_bags():
             for y in labels]
     split = _split(rows, labels)
     model = _tfidf_model()
-    set_idf(model, split)
+    set_idf(model.wide, split)
     head = SingleLabelHead()
-    bags = bag_matrix(model, split)
+    bags = bag_matrix(model.wide, split)
     weights, bias = _fit(bags, torch.from_numpy(labels), head.loss, torch.zeros(3), c=0.8)
     reference = LogisticRegression(C=0.8, tol=1e-8, max_iter=5000)
     reference.fit(bags.to_dense().numpy(), labels)
@@ -165,11 +209,11 @@ def test_warm_start_fits_the_branch_and_the_bias_and_picks_c_on_validation():
     val_rows, val_labels = rows_of(45)
     train_split, head = _split(train_rows, train_labels), SingleLabelHead()
     model = _tfidf_model()
-    set_idf(model, train_split)
+    set_idf(model.wide, train_split)
     offsets, chosen = warm_start(model, head, train_split, _split(val_rows, val_labels), "macro_f1", ["a", "b", "c"])
     assert chosen["C"] in WARM_START_C and 0.9 < chosen["validation_score"] <= 1.0
     with torch.no_grad():
-        wide = model.wide_logits(torch.tensor(val_rows)) + model.head.bias  # the branch alone, as fitted
+        wide = model.wide(torch.tensor(val_rows)) + model.head.bias  # the branch alone, as fitted
     assert (wide.argmax(-1).numpy() == val_labels).mean() > 0.9
     assert model.wide.weight[0].abs().max() == 0  # padding's row stays zero
     # the model starts as the fitted branch: the encoder's head adds nothing until it learns
@@ -179,7 +223,7 @@ def test_warm_start_fits_the_branch_and_the_bias_and_picks_c_on_validation():
 
     # the offsets turn the in-sample logits into out-of-fold ones: a fold's rows get the logits of
     # a branch fitted on the other folds, which are worse on them than the full branch's
-    bags, targets = bag_matrix(model, train_split), torch.from_numpy(train_labels)
+    bags, targets = bag_matrix(model.wide, train_split), torch.from_numpy(train_labels)
     with torch.no_grad():
         in_sample = bags @ model.wide.weight.detach() + model.head.bias
     oof = in_sample + torch.from_numpy(offsets)
@@ -193,28 +237,29 @@ def test_warm_start_fits_the_branch_and_the_bias_and_picks_c_on_validation():
         torch.softmax(oof[held], -1).numpy(), abs=2e-3)
 
     # no branch: nothing happens; a count branch without warm start: left at zero, no offsets
-    assert start_wide(_model(wide=False), head, {"train": train_split}, warm=True) is None
+    warm = WideConfig(enabled=True, warm_start=True)
+    assert fit_branch(_model(wide=False), head, {"train": train_split}, warm) is None
     counted = _model()
-    assert start_wide(counted, head, {"train": train_split}, warm=False) is None
+    assert fit_branch(counted, head, {"train": train_split}, WideConfig(enabled=True)) is None
     assert counted.wide.weight.abs().max() == 0
 
 
 # the second: the many-labels preset's branch (hashed pairs, the squared-hinge fit), reading 24
 # tokens where the encoder's positions stop at 8
-@pytest.mark.parametrize("extra", [(), ("model.wide_ngrams=2", "model.wide_buckets=512", "train.wide_loss=squared_hinge",
-                                        "model.encoder_length=8", "model.max_len=8", "tokenizer.max_length=24")],
+@pytest.mark.parametrize("extra", [(), ("wide.ngrams=2", "wide.buckets=512", "wide.loss=squared_hinge",
+                                        "wide.encoder_length=8", "model.max_len=8", "tokenizer.max_length=24")],
                          ids=["tokens", "pairs-hinge"])
 def test_a_tfidf_warm_started_run_exports_and_the_runtime_gives_its_scores(tmp_path, ml_data, extra):
     run = tmp_path / "run"
-    cfg = load_config(ClassifierConfig, None, T.overrides(ml_data, run, *T.MULTI_LABEL, "model.wide=true",
-                                                           "model.wide_weighting=tfidf", "train.wide_warm_start=true",
+    cfg = load_config(ClassifierConfig, None, T.overrides(ml_data, run, *T.MULTI_LABEL, "wide.enabled=true",
+                                                           "wide.weighting=tfidf", "wide.warm_start=true",
                                                            "train.epochs=1", *extra))
     metrics = train(cfg)
     assert metrics["test"]["micro_f1"] > 0.8  # one epoch: the warm start did the work
     loaded = R.load_run(run)
     fitted = loaded.model.wide.weight.detach().clone()
-    assert fitted.abs().max() > 0 and (run / R.WIDE_OFFSETS_FILE).is_file()
-    assert loaded.model.config["wide_weighting"] == "tfidf" and loaded.model.wide_idf.max() > 1.0
+    assert fitted.abs().max() > 0 and (run / OFFSETS_FILE).is_file()
+    assert loaded.model.config["wide_weighting"] == "tfidf" and loaded.model.wide.idf.max() > 1.0
     path = export_run(run)
     report = verify(loaded.model, path)
     assert report.ok and report.worst_diff < 1e-4
@@ -228,31 +273,41 @@ def test_a_tfidf_warm_started_run_exports_and_the_runtime_gives_its_scores(tmp_p
     quantized, _, _ = Classifier(int8).classify(texts)
     assert quantized == pytest.approx(runtime, abs=0.05)
 
-    # a resumed warm-started run needs its offsets, for the same training split: else one clear
-    # error naming the file
-    task, splits = SimpleNamespace(task_head=None), {"train": SimpleNamespace(num_rows=7)}
+    # a resumed warm-started run reads its offsets back; they must be there, for the same training
+    # split: else one clear error naming the file
+    splits = {"train": SimpleNamespace(num_rows=90)}
+    offsets = start_wide(cfg, loaded.model, splits, [], run, resume=True)
+    assert offsets.shape == (90, 3) and np.abs(offsets).max() > 0
+    splits = {"train": SimpleNamespace(num_rows=7)}
     with pytest.raises(RunDirError, match=r"wide_offsets.safetensors: offsets of shape \[90, 3\], but the training "
                                           r"split gives \[7, 3\]"):
-        _wide_offsets(cfg, loaded.model, task, splits, [], run, resume=True, env=None)
-    (run / R.WIDE_OFFSETS_FILE).write_bytes(b"not safetensors")
+        start_wide(cfg, loaded.model, splits, [], run, resume=True)
+    (run / OFFSETS_FILE).write_bytes(b"not safetensors")
     with pytest.raises(CheckpointError, match="wide_offsets.safetensors: corrupt"):
-        _wide_offsets(cfg, loaded.model, task, splits, [], run, resume=True, env=None)
-    (run / R.WIDE_OFFSETS_FILE).unlink()
+        start_wide(cfg, loaded.model, splits, [], run, resume=True)
+    (run / OFFSETS_FILE).unlink()
     with pytest.raises(RunDirError, match="wide_offsets.safetensors: missing"):
-        _wide_offsets(cfg, loaded.model, task, splits, [], run, resume=True, env=None)
+        start_wide(cfg, loaded.model, splits, [], run, resume=True)
 
 
-@pytest.mark.parametrize("override, message", [
-    ("model.wide_weighting=tfidf", "model.wide_weighting=tfidf: needs model.wide: true"),
-    ("model.wide_ngrams=2", "model.wide_ngrams=2: expected 1 or 2, and 2 needs model.wide: true"),
-    ("train.wide_loss=squared_hinge", "train.wide_loss=squared_hinge is a loss of the warm start's fit of one-vs-rest "
-                                      "labels: it needs train.wide_warm_start: true and data.task: multi_label"),
-    ("train.wide_warm_start=true", "train.wide_warm_start fits the bag-of-tokens branch: it needs model.wide: true"),
-    ("model.wide_weighting=idf", "wide_weighting"),
+@pytest.mark.parametrize("overrides, message", [
+    (["wide.weighting=tfidf"], "wide.weighting=tfidf: needs wide.enabled: true"),
+    (["wide.ngrams=2"], "wide.ngrams=2: expected 1 or 2, and 2 needs wide.enabled: true"),
+    (["wide.encoder_length=8"], "wide.encoder_length=8: needs wide.enabled: true"),
+    (["wide.loss=squared_hinge"], "wide.loss=squared_hinge is a loss of the warm start's fit: it needs "
+                                  "wide.warm_start: true"),
+    (["wide.enabled=true", "wide.warm_start=true", "wide.loss=squared_hinge"],
+     "wide.loss=squared_hinge fits one-vs-rest labels: it needs data.task: multi_label"),
+    (["wide.warm_start=true"], "wide.warm_start fits the bag-of-tokens branch: it needs wide.enabled: true"),
+    (["wide.lr=0"], "wide.lr: expected > 0"),
+    (["wide.weighting=idf"], r"wide.weighting: expected one of \['count', 'tfidf'\]"),
+    # the keys of before the section: the same check, the command line named
+    (["model.wide_weighting=tfidf"], "command line model.wide_weighting=tfidf: wide: wide.weighting=tfidf: needs "
+                                     "wide.enabled: true"),
 ])
-def test_wide_options_without_the_branch_are_one_clear_error(override, message):
-    with pytest.raises(Exception, match=message):
-        load_config(ClassifierConfig, None, [override])
+def test_wide_options_without_the_branch_are_one_clear_error(overrides, message):
+    with pytest.raises(ConfigError, match=message):
+        load_config(ClassifierConfig, None, overrides)
 
 
 def _pair_model(vocab_size=40, buckets=4096):
@@ -264,12 +319,12 @@ def _pair_model(vocab_size=40, buckets=4096):
 def test_bigram_bags_are_scikit_learns_sublinear_1_2_gram_tfidf_with_hashed_pairs():
     from sklearn.feature_extraction.text import TfidfVectorizer
 
-    from tfm_cls.model.classifier import PAIR_HASH
+    from tfm_cls.model.wide import PAIR_HASH
 
     docs = [[1, 5, 6, 5, 6, 7, 2], [1, 9, 9, 9, 2], [1, 3, 4, 2], [5, 6, 3], [8]]
     model = _pair_model()
     split = _split(docs, [0] * len(docs))
-    set_idf(model, split)
+    set_idf(model.wide, split)
     vectorizer = TfidfVectorizer(sublinear_tf=True, analyzer=lambda d: [str(t) for t in d] + [
         f"{a} {b}" for a, b in zip(d, d[1:])]).fit(docs)
 
@@ -279,21 +334,21 @@ def test_bigram_bags_are_scikit_learns_sublinear_1_2_gram_tfidf_with_hashed_pair
 
     rows = {term: row(term) for term in vectorizer.vocabulary_}
     assert len(set(rows.values())) == len(rows)  # no two terms of these texts share a bucket
-    expected = np.zeros((len(docs), model.wide_rows))
+    expected = np.zeros((len(docs), model.wide.rows))
     dense = vectorizer.transform(docs).toarray()
     for term, column in vectorizer.vocabulary_.items():
         expected[:, rows[term]] = dense[:, column]
-        assert model.wide_idf[rows[term]].item() == pytest.approx(vectorizer.idf_[column], rel=1e-6)
-    assert model.wide_idf.count_nonzero() == len(rows)  # every other row: outside the vocabulary
-    assert bag_matrix(model, split).to_dense().numpy() == pytest.approx(expected, abs=1e-6)
+        assert model.wide.idf[rows[term]].item() == pytest.approx(vectorizer.idf_[column], rel=1e-6)
+    assert model.wide.idf.count_nonzero() == len(rows)  # every other row: outside the vocabulary
+    assert bag_matrix(model.wide, split).to_dense().numpy() == pytest.approx(expected, abs=1e-6)
     # (a, b) and (b, a) are different pairs; padding makes no pair; the logits are the bag's product
     with torch.no_grad():
         model.wide.weight.normal_(generator=torch.Generator().manual_seed(0))
     ids = torch.tensor([[1, 5, 6, 5, 6, 7, 2, 0, 0], [8, 0, 0, 0, 0, 0, 0, 0, 0]])
-    terms, keep = model.wide_terms(ids, (ids != 0).long())
+    terms, keep = model.wide.terms(ids, (ids != 0).long())
     assert terms.shape == (2, 17) and keep.sum(1).tolist() == [13, 1]
     assert terms[0, 9] != terms[0, 10]  # (5, 6) then (6, 5)
-    logits = model.wide_logits(ids, (ids != 0).long()).detach().numpy()
+    logits = model.wide(ids, (ids != 0).long()).detach().numpy()
     table = model.wide.weight.detach().numpy()
     assert logits == pytest.approx(np.stack([expected[0] @ table, expected[4] @ table]), abs=1e-5)
     with pytest.raises(ValueError, match="wide_ngrams must be one of"):
@@ -302,7 +357,7 @@ def test_bigram_bags_are_scikit_learns_sublinear_1_2_gram_tfidf_with_hashed_pair
 
 
 def test_platt_turns_margins_into_log_odds_and_a_constant_label_gets_a_fixed_margin():
-    from tfm_cls.classify.wide import _fit_svm, platt
+    from tfm_cls.classify.wide_fit import _fit_svm, platt
 
     rng = np.random.default_rng(0)
     # Platt: scores whose true log-odds are 2 * s - 1 give back that scale and shift
@@ -321,7 +376,7 @@ def test_platt_turns_margins_into_log_odds_and_a_constant_label_gets_a_fixed_mar
 
 def test_a_squared_hinge_warm_start_leaves_a_branch_of_log_odds():
     from tfm_cls.classify.heads import MultiLabelHead
-    from tfm_cls.classify.wide import HINGE_C
+    from tfm_cls.classify.wide_fit import HINGE_C
 
     rng = np.random.default_rng(3)
 
@@ -338,19 +393,19 @@ def test_a_squared_hinge_warm_start_leaves_a_branch_of_log_odds():
     (train_rows, train_targets), (val_rows, val_targets) = rows_of(120), rows_of(60)
     train_split, head = _split(train_rows, train_targets), MultiLabelHead()
     model = _pair_model()
-    set_idf(model, train_split)
+    set_idf(model.wide, train_split)
     offsets, chosen = warm_start(model, head, train_split, _split(val_rows, val_targets), "micro_f1", ["a", "b", "c"],
                                  loss="squared_hinge")
     assert chosen["C"] in HINGE_C and chosen["validation_score"] > 0.9
     with torch.no_grad():
         width = max(map(len, val_rows))
         ids = torch.tensor([r + [0] * (width - len(r)) for r in val_rows])
-        probabilities = torch.sigmoid(model.wide_logits(ids, (ids != 0).long()) + model.head.bias).numpy()
+        probabilities = torch.sigmoid(model.wide(ids, (ids != 0).long()) + model.head.bias).numpy()
     assert ((probabilities > 0.5) == (val_targets > 0)).mean() > 0.9
     # log-odds, not margins: the mean probability of each label is near its frequency
     assert probabilities.mean(0) == pytest.approx(val_targets.mean(0), abs=0.1)
     # the offsets are out-of-fold minus in-sample: out of fold, the fit is worse on its rows
-    bags = bag_matrix(model, train_split)
+    bags = bag_matrix(model.wide, train_split)
     with torch.no_grad():
         in_sample = bags @ model.wide.weight.detach() + model.head.bias
     targets = torch.from_numpy(train_targets)
@@ -359,15 +414,17 @@ def test_a_squared_hinge_warm_start_leaves_a_branch_of_log_odds():
 
 
 def test_with_encoder_length_the_texts_may_be_longer_than_the_positions():
-    from tfm_cls.model.classifier import token_limit
+    from tfm_cls.model.wide import longest_input, token_limit
 
     with pytest.raises(Exception, match="tokenizer.max_length=64 exceeds model.max_len=32"):
         load_config(ClassifierConfig, None, ["model.max_len=32", "tokenizer.max_length=64"])
-    cfg = load_config(ClassifierConfig, None, ["model.max_len=32", "tokenizer.max_length=64", "model.wide=true",
-                                               "model.encoder_length=16"])
+    cfg = load_config(ClassifierConfig, None, ["model.max_len=32", "tokenizer.max_length=64", "wide.enabled=true",
+                                               "wide.encoder_length=16"])
     assert cfg.tokenizer.max_length == 64
     model = TransformerClassifier(vocab_size=30, num_classes=3, d_model=16, nhead=2, num_layers=1, dim_feedforward=32,
                                   max_len=8, wide=True, encoder_length=8)
     assert token_limit(model.config) is None and token_limit(_model().config) == 16
+    # an export is verified up to its max_length where the branch reads past the positions
+    assert longest_input(model.config, 40) == 40 and longest_input(_model().config, 40) == 16
     with torch.no_grad():  # 40 tokens: the encoder reads 8 of them, the branch all 40
         assert model(torch.randint(1, 30, (2, 40))).shape == (2, 3)

@@ -19,8 +19,8 @@ from tfm_cls.train import train
 EXTRA = ("train.epochs=3", "train.checkpoint_every=7",
          "train.eval_every=25", "train.lr=3e-3")
 # the bag-of-tokens branch fitted before the first step: the resumed run reads its training
-# offsets back from the run directory and keeps the fitted branch (tfm_cls.classify.wide)
-WIDE = ("model.wide=true", "model.wide_weighting=tfidf", "train.wide_warm_start=true")
+# offsets back from the run directory and keeps the fitted branch (tfm_cls.classify.wide_fit)
+WIDE = ("wide.enabled=true", "wide.weighting=tfidf", "wide.warm_start=true")
 
 
 def _kill_after_first_checkpoint(config_path, run_dir, timeout=120.0):

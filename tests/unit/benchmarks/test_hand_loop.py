@@ -4,29 +4,16 @@
 
 from __future__ import annotations
 
-import importlib.util
-import sys
-from pathlib import Path
-
 import numpy as np
 from kits.export_testkit import TEXTS
 
+from benchmarks import hand_loop
 from tfm_cls.runtime.session import Classifier
-
-ROOT = Path(__file__).resolve().parents[3]
-
-
-def _hand_loop():
-    spec = importlib.util.spec_from_file_location("hand_loop", ROOT / "benchmarks" / "hand_loop.py")
-    module = importlib.util.module_from_spec(spec)
-    sys.modules.setdefault("hand_loop", module)
-    spec.loader.exec_module(module)
-    return module
 
 
 def test_every_engine_of_the_benchmark_gives_the_classifiers_scores(classifier_onnx):
     texts = [" ".join(TEXTS[i % len(TEXTS)] for i in range(k % 5 + 1)) for k in range(70)]  # mixed lengths
-    engines = _hand_loop().engines(classifier_onnx, texts, threads=1)
+    engines = hand_loop.engines(classifier_onnx, texts, threads=1)
     assert len(engines) == 4
     results = {name: run() for name, run in engines.items()}
     reference = results.pop("Classifier (tfm-cls infer)")

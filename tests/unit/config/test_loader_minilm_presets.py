@@ -25,7 +25,7 @@ def test_minilm_config_is_valid(path: Path) -> None:
     length = tok.max_length_cap if tok.max_length == "auto" else tok.max_length
     assert cfg.model.max_len <= 512  # MiniLM has 512 positions
     # the encoder reads them; with encoder_length the wide branch reads the rest of a longer text
-    encoder_reads = min(length, cfg.model.encoder_length or length)
+    encoder_reads = min(length, cfg.wide.encoder_length or length)
     assert 32 <= encoder_reads <= cfg.model.max_len
     tc = cfg.train
     assert tc.head_lr is not None and tc.head_lr > tc.lr and tc.lr <= 1e-4  # gentle body, faster new head

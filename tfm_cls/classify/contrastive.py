@@ -1,0 +1,232 @@
+"""Few labelled texts: SetFit's contrastive fine-tuning of the encoder (Tunstall et al. 2022,
+"Efficient Few-Shot Learning Without Prompts"), a Task on the one engine, then a linear head
+fitted on the sentence vectors.
+
+    pairs = contrastive_pairs(labels, iterations=20, seed=0)     # [P, 3]: first, second, same (0 / 1)
+    Engine(ContrastiveTask(...), ...).fit()                       # the body learns: same label -> cosine 1
+    fit_head(model, split, multi_label=False)                     # logistic regression on the vectors
+
+With 8 texts a class, a classification loss sees 8 gradients a class; pairs see every text with
+every other (N^2 / 2 pairs), so the encoder learns which texts belong together from far more
+signal than the labels alone give. The pairs are SetFit's: every combination of two texts (with
+replacement), shuffled with a fixed seed, split into positives (the same label; multi-label: a
+label in common) and negatives, each list cycled to `iterations` x N pairs, interleaved. The
+loss is SetFit's CosineSimilarityLoss: the squared difference between the cosine of the two
+sentence vectors and the pair's label (1 / 0). The head is then fitted, the body frozen, as
+scikit-learn's logistic regression on the L2-normalised vectors (one-vs-rest for multi-label) and
+copied into the model's linear head, so the exported model is the usual one .onnx file.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import torch
+import torch.nn.functional as F
+from torch import Tensor, nn
+
+from tfm_cls import runs as R
+from tfm_cls.data.tokenized import TokenizedSplit, collate
+from tfm_cls.training import distributed as D
+from tfm_cls.training.checkpoint import save_weights
+from tfm_cls.training.engine import Engine, TrainState
+from tfm_cls.training.precision import Precision
+
+logger = logging.getLogger(__name__)
+
+
+def contrastive_pairs(labels: np.ndarray, iterations: int, seed: int = 0) -> np.ndarray:
+    """SetFit's pairs of the N texts whose labels are `labels` (class ids [N], or multi-hot [N, C]):
+    [2 * iterations * N, 3] int64 rows (first, second, same), positives and negatives alternating.
+    Every pair (i, j), i <= j, is drawn in a seeded random order; positives share a class (a label).
+    A list with no pair at all (one class only, or every text alone in its class) is left out."""
+    n = len(labels)
+    first, second = np.triu_indices(n)  # i <= j: combinations with replacement, as SetFit's
+    order = np.random.RandomState(seed).permutation(len(first))
+    first, second = first[order], second[order]
+    if labels.ndim == 2:  # multi-hot: a label in common
+        same = (labels[first] * labels[second]).sum(axis=1) > 0
+    else:
+        same = labels[first] == labels[second]
+    wanted = iterations * n
+    parts = []
+    for keep in (same, ~same):
+        rows = np.stack([first[keep], second[keep], np.full(int(keep.sum()), int(keep is same))], axis=1)
+        parts.append(np.resize(rows, (wanted, 3)) if len(rows) else rows)  # cycled, as SetFit's lists
+    positives, negatives = parts
+    if not len(positives) or not len(negatives):
+        return np.concatenate([positives, negatives]).astype(np.int64)
+    pairs = np.empty((2 * wanted, 3), dtype=np.int64)
+    pairs[0::2], pairs[1::2] = positives, negatives
+    return pairs
+
+
+class SentenceEncoder(nn.Module):
+    """The classifier as a sentence encoder: forward = its pooled (and, with `normalize`,
+    L2-normalised) text vector [B, d_model]. A module of its own so that DDP wraps the forward the
+    loss calls; it registers the classifier's body only (the head and the wide branch are fitted
+    afterwards: no gradient, no DDP sync, no optimizer state). `encoder` is the classifier's, for
+    the optimizer's layer-wise groups."""
+
+    def __init__(self, classifier: nn.Module) -> None:
+        super().__init__()
+        object.__setattr__(self, "classifier", classifier)  # not a submodule: its head is not trained here
+        self.body = nn.ModuleDict({name: module for name, module in classifier.named_children()
+                                   if name not in ("head", "wide", "dropout")})
+
+    @property
+    def encoder(self) -> nn.Module:
+        return self.classifier.encoder
+
+    def forward(self, input_ids: Tensor, attention_mask: Tensor, token_type_ids: Tensor | None = None) -> Tensor:
+        return self.classifier.features(input_ids, attention_mask, token_type_ids)  # [B, D]
+
+
+class ContrastiveTask:
+    """Pairs of labelled texts -> SetFit's cosine loss; no validation (the schedule is fixed);
+    the classifier's weights saved at the end (its head is fitted afterwards: fit_head)."""
+
+    name = "contrastive"
+    has_validation = False
+    best_metric = None
+
+    def __init__(self, classifier: nn.Module, split: TokenizedSplit, pairs: np.ndarray, batch_size: int,
+                 run_dir: Path, env: D.DistEnv, pad_id: int) -> None:
+        self.classifier, self.split, self.pairs = classifier, split, pairs
+        self.batch_size, self.run_dir, self.env, self.pad_id = batch_size, run_dir, env, pad_id
+        self.model = SentenceEncoder(classifier)
+
+    def epoch_batches(self, epoch: int) -> list[list[int]]:
+        """This rank's share of the pairs, in the fixed order, `batch_size` pairs a batch (the
+        same every epoch: the order was drawn once, as SetFit's)."""
+        rows = np.arange(len(self.pairs))[self.env.rank :: self.env.world_size]
+        return [rows[i : i + self.batch_size].tolist() for i in range(0, len(rows), self.batch_size)]
+
+    def batches(self, epoch: int, batches: list[list[int]]) -> Iterator[dict[str, Tensor]]:
+        for rows in batches:
+            pairs = self.pairs[rows]  # [P, 3]
+            batch = collate(self.split, [*pairs[:, 0].tolist(), *pairs[:, 1].tolist()], self.pad_id)  # 2P texts
+            batch["labels"] = torch.from_numpy(pairs[:, 2].astype(np.float32))  # [P] 1 = same, 0 = not
+            yield batch
+
+    def units(self, batch: dict[str, Tensor]) -> int:
+        return len(batch["labels"])
+
+    def loss(self, model: nn.Module, batch: dict[str, Tensor]) -> Tensor:
+        vectors = model(batch["input_ids"], batch["attention_mask"], batch.get("token_type_ids"))  # [2P, D]
+        first, second = vectors.float().chunk(2)  # [P, D] each
+        return F.mse_loss(F.cosine_similarity(first, second, dim=-1), batch["labels"])
+
+    def evaluate(self) -> dict[str, float]:
+        return {}
+
+    def describe(self, metrics: dict[str, float]) -> str:
+        return ""
+
+    def save_best(self) -> None:
+        save_weights(self.classifier, self.run_dir / R.WEIGHTS_FILE)
+
+
+@torch.no_grad()
+def sentence_vectors(classifier: nn.Module, split: TokenizedSplit, batch_size: int = 64,
+                     device: torch.device | str = "cpu") -> np.ndarray:
+    """[N, d_model] float32 L2-normalised pooled vectors of the split's rows (eval mode)."""
+    was_training = classifier.training
+    classifier.eval()
+    out, pad_id = [], classifier.config.get("pad_token_id") or 0
+    for start in range(0, split.num_rows, batch_size):
+        batch = collate(split, list(range(start, min(start + batch_size, split.num_rows))), pad_id)
+        types = batch.get("token_type_ids")
+        vectors = classifier.features(batch["input_ids"].to(device), batch["attention_mask"].to(device),
+                                      None if types is None else types.to(device))  # [b, D]
+        out.append(F.normalize(vectors.float(), dim=-1).cpu().numpy())
+    classifier.train(was_training)
+    return np.concatenate(out) if out else np.zeros((0, classifier.config["d_model"]), np.float32)
+
+
+def logistic_head(vectors: np.ndarray, labels: np.ndarray, num_outputs: int, c: float = 1.0,
+                  seed: int = 0) -> tuple[np.ndarray, np.ndarray]:
+    """(weight [num_outputs, D], bias [num_outputs]) of scikit-learn's LogisticRegression(C=c) on
+    the vectors [N, D] (SetFit's default head): softmax over classes for class ids [N], one
+    sigmoid per label for multi-hot [N, C] (one-vs-rest). Classes absent from `labels` get zero
+    weights and a bias far below the others (never predicted); a binary fit's one logit z is
+    split as (-z / 2, z / 2), whose softmax is sigmoid(z)."""
+    from sklearn.linear_model import LogisticRegression
+
+    d = vectors.shape[1]
+    weight, bias = np.zeros((num_outputs, d), np.float64), np.full(num_outputs, -30.0)
+    if labels.ndim == 2:
+        for label in range(num_outputs):
+            y = labels[:, label] > 0.5
+            if y.all() or not y.any():  # one value only: its log-odds, clipped
+                p = (y.sum() + 0.5) / (len(y) + 1.0)
+                bias[label] = float(np.log(p / (1 - p)))
+                continue
+            fit = LogisticRegression(C=c, max_iter=1000, random_state=seed).fit(vectors, y)
+            weight[label], bias[label] = fit.coef_[0], fit.intercept_[0]
+        return weight.astype(np.float32), bias.astype(np.float32)
+    fit = LogisticRegression(C=c, max_iter=1000, random_state=seed).fit(vectors, labels)
+    classes = fit.classes_.astype(int)
+    if len(classes) == 2:
+        half_w, half_b = fit.coef_[0] / 2, fit.intercept_[0] / 2
+        weight[classes[0]], bias[classes[0]] = -half_w, -half_b
+        weight[classes[1]], bias[classes[1]] = half_w, half_b
+    elif len(classes) > 2:
+        weight[classes], bias[classes] = fit.coef_, fit.intercept_
+    else:
+        bias[classes[0]] = 0.0
+    return weight.astype(np.float32), bias.astype(np.float32)
+
+
+def fit_head(classifier: nn.Module, split: TokenizedSplit, c: float = 1.0, seed: int = 0,
+             device: torch.device | str = "cpu") -> dict[str, Any]:
+    """Fit the classifier's linear head as a logistic regression of the training texts' unit
+    vectors (the body frozen, as SetFit's). The classifier must normalise its vectors itself
+    (`normalize=True`), so that the exported model computes exactly what the head was fitted on."""
+    if not classifier.config.get("normalize"):
+        raise ValueError("fit_head needs a classifier built with normalize=True (its head reads unit vectors)")
+    vectors = sentence_vectors(classifier, split, device=device)  # [N, D]
+    weight, bias = logistic_head(vectors, split.labels, classifier.head.out_features, c, seed)
+    with torch.no_grad():
+        classifier.head.weight.copy_(torch.from_numpy(weight))
+        classifier.head.bias.copy_(torch.from_numpy(bias))
+    logger.info("head: logistic regression (C %g) on %d sentence vectors", c, len(vectors))
+    return {"head": "logistic_regression", "C": c, "texts": len(vectors)}
+
+
+def pair_schedule(cfg: Any) -> Any:
+    """The TrainConfig of the contrastive stage: SetFit's (one pass over the pairs, `contrastive.lr`
+    decayed linearly to 0 after 10 % warmup, every body parameter at one rate, no evaluation); the
+    run's budget, weight decay, clipping, device, precision and threads."""
+    import dataclasses
+
+    cc = cfg.contrastive
+    return dataclasses.replace(
+        cfg.train, epochs=1, max_steps=None, batch_size=cc.batch_size, grad_accum_steps=1, lr=cc.lr, head_lr=None,
+        layerwise_lr_decay=1.0, head_only_steps=0, schedule="linear", warmup_steps=None, warmup_ratio=0.1,
+        min_lr_ratio=0.0, eval_every=None, early_stopping_patience=None,
+    )
+
+
+def fit_contrastive(cfg: Any, classifier: nn.Module, train_split: TokenizedSplit, run_dir: Path, env: D.DistEnv,
+                    amp: Precision, resume: bool) -> tuple[TrainState, float]:
+    """The few-shot recipe's training: the pairs on the one engine, then the head fitted on the
+    training texts' vectors and the weights written (RUN/model.safetensors); returns the engine's
+    final state and the passes over the pairs done."""
+    cc = cfg.contrastive
+    pairs = contrastive_pairs(np.asarray(train_split.labels), cc.iterations, cfg.seed)  # [P, 3]
+    pad_id = classifier.config.get("pad_token_id") or 0
+    task = ContrastiveTask(classifier, train_split, pairs, cc.batch_size, run_dir, env, pad_id)
+    logger.info("contrastive: %d pairs of %d training texts (%d iterations), batch %d, lr %g", len(pairs),
+                train_split.num_rows, cc.iterations, cc.batch_size, cc.lr)
+    engine = Engine(task, pair_schedule(cfg), env, amp, run_dir)
+    state = engine.fit(resume)
+    state.best_step = state.step  # the weights kept: the last (no validation selects among them)
+    fit_head(classifier, train_split, cc.head_c, cfg.seed, env.device)
+    if env.is_main:
+        save_weights(classifier, run_dir / R.WEIGHTS_FILE)
+    return state, state.epoch + state.position / max(engine.batches_per_epoch, 1)

@@ -1,0 +1,110 @@
+"""The `wide:` section of a classifier's config: the bag-of-terms branch's settings, in one place.
+
+    wide:
+      enabled: true          # the branch (tfm_cls.model.wide.WideBranch), summed into the logits
+      weighting: tfidf       # its bag
+      ngrams: 2              # tokens and hashed pairs of adjacent tokens
+      warm_start: true       # fitted before step 1 and kept (tfm_cls.classify.wide_fit)
+
+Torch-free, as every config section: tfm_cls/config/schema.py imports it, and a bad config is
+reported before torch loads. It imports nothing of tfm_cls.config either (which imports it), so
+its checks raise ValueError themselves (a ConfigError naming the file once loaded). The checks
+that need other sections (the hinge loss's task type, the encoder's length against the
+positions) are ClassifierConfig's.
+
+The settings lived in `model:` and `train:` before (WIDE_RENAMES): files, overrides and the
+config.yaml of older run directories still load, with one deprecation line (config/loader.py).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import typing
+
+WIDE_RENAMES: dict[str, str | None] = {
+    "model.wide": "wide.enabled",
+    "model.encoder_length": "wide.encoder_length",
+    "model.wide_weighting": "wide.weighting",
+    "model.wide_ngrams": "wide.ngrams",
+    "model.wide_buckets": "wide.buckets",
+    "train.wide_lr": "wide.lr",
+    "train.wide_warm_start": "wide.warm_start",
+    "train.wide_loss": "wide.loss",
+}
+"""The branch's keys before it had a section (old dotted key -> new)."""
+
+
+def _require(condition: bool, message: str) -> None:
+    if not condition:
+        raise ValueError(message)
+
+
+@dataclasses.dataclass(kw_only=True)
+class WideConfig:
+    """A bag-of-terms branch beside the encoder (docs/tasks.md, "Many rare labels")."""
+
+    enabled: bool = False
+    """A bag-of-tokens branch summed into the logits: one learned weight per (term, class), summed
+    over the text's terms, each weighted by its share of an L2-normalised bag (`weighting`). A
+    linear model of the words, as TF-IDF + a linear classifier is, beside the encoder: what rare
+    labels given away by their words need, which a fine-tuned encoder learns slowly on a CPU budget.
+    Adds vocab_size x classes parameters; exported with the model."""
+    encoder_length: int | None = None
+    """With the branch: the encoder reads only the first encoder_length tokens of each text, the
+    branch all `tokenizer.max_length` of them: long documents get their words counted at the cost
+    of a shorter encoder pass (attention grows with the square of the length); `tokenizer.max_length`
+    may then pass `model.max_len`. null: the encoder reads every token."""
+    weighting: typing.Literal["count", "tfidf"] = "count"
+    """What a term adds to the bag. `count`: 1 / sqrt(the text's terms), an L2-normalised bag of
+    one-hot terms. `tfidf`: scikit-learn's sublinear TF-IDF over the terms ((1 + log tf) * idf,
+    L2-normalised), the idf from the training texts, stored with the model."""
+    ngrams: int = 1
+    """1, the bag counts tokens; 2, tokens and pairs of adjacent tokens, each pair hashed into one of
+    `buckets` rows (fastText's hashed bigrams): the 1-2-gram features of a TF-IDF baseline, for
+    buckets x classes more parameters."""
+    buckets: int = 2**18
+    """With `ngrams: 2`: how many rows the pairs are hashed into (2^18 was as good as 2^20 on
+    many-label documents; fewer rows, more collisions)."""
+    warm_start: bool = False
+    """Before the first step, fit the branch (and the head's bias) as a linear model of the training
+    texts' bags, full-batch L-BFGS with C picked on validation by `train.best_metric`
+    (tfm_cls.classify.wide_fit), then keep it fixed (`lr` unused): the encoder trains against the
+    branch's out-of-fold logits and learns what the words miss (stacking). Training starts where
+    TF-IDF + logistic regression ends."""
+    loss: typing.Literal["head", "squared_hinge"] = "head"
+    """With `warm_start`, the loss the branch is fitted with. `head`: the head's own (logistic
+    regression of the bags). `squared_hinge` (multi-label): one-vs-rest L2-SVMs, scikit-learn's
+    LinearSVC loss, whose margins are then turned into log-odds per label by Platt scaling on
+    out-of-fold margins; on many-label documents it beat the logistic fit by 0.009 micro-F1 on
+    tokens and 0.035 on tokens and pairs (docs/tasks.md, "Many rare labels")."""
+    lr: float | None = None
+    """Learning rate of the branch (None: `train.head_lr`, else `train.lr`); unused with
+    `warm_start`, which keeps the branch as fitted."""
+
+    def __post_init__(self) -> None:
+        needs = "needs wide.enabled: true"
+        _require(self.encoder_length is None or (self.enabled and self.encoder_length >= 2),
+                 f"wide.encoder_length={self.encoder_length}: {needs} (the tokens past it are read by the wide "
+                 "branch only) and a length >= 2")
+        _require(self.enabled or self.weighting == "count", f"wide.weighting={self.weighting}: {needs}")
+        _require(self.ngrams in (1, 2) and (self.enabled or self.ngrams == 1),
+                 f"wide.ngrams={self.ngrams}: expected 1 or 2, and 2 {needs}")
+        _require(self.buckets >= 1, f"wide.buckets: expected >= 1, got {self.buckets}")
+        _require(self.lr is None or self.lr > 0, f"wide.lr: expected > 0, got {self.lr}")
+        _require(self.enabled or not self.warm_start, f"wide.warm_start fits the bag-of-tokens branch: it {needs}")
+        _require(self.loss == "head" or self.warm_start,
+                 f"wide.loss={self.loss} is a loss of the warm start's fit: it needs wide.warm_start: true")
+
+    def model_kwargs(self) -> dict[str, typing.Any]:
+        """The branch's constructor arguments of `TransformerClassifier`, each only when not its
+        default (the model's config records them flat: tfm_cls.model.wide.config_entries)."""
+        kwargs: dict[str, typing.Any] = {}
+        if self.enabled:
+            kwargs["wide"] = True
+        if self.encoder_length is not None:
+            kwargs["encoder_length"] = self.encoder_length
+        if self.weighting != "count":
+            kwargs["wide_weighting"] = self.weighting
+        if self.ngrams != 1:
+            kwargs.update(wide_ngrams=self.ngrams, wide_buckets=self.buckets)
+        return kwargs

@@ -1,0 +1,337 @@
+"""Fitting the wide branch (`wide:`, tfm_cls.model.wide.WideBranch) before training, and how it
+trains: the training side of the component. docs/tasks.md, "Many rare labels".
+
+    offsets = start_wide(cfg, model, splits, labels, run_dir, resume=resume, env=env)   # tfm_cls.train
+    task = ClassificationTask(..., offsets=offsets)   # which calls train_branch(model, cfg.wide)
+
+On a fresh run: the IDF table of a `tfidf` branch and, with `wide.warm_start`, its weights fitted
+as a linear model; the warm start's training offsets are written to RUN/wide_offsets.safetensors
+(OFFSETS_FILE), and a resumed run reads them back (its checkpoint holds the branch itself).
+
+The warm start fits the branch, which is linear, first: the training texts' bags of terms
+(exactly the branch's `terms` / `shares`, a sparse [N, rows] matrix) and the head's own
+loss, full-batch L-BFGS with an L2 penalty whose strength is picked on validation: the TF-IDF +
+logistic regression baseline fitted in seconds inside the network. With `wide.loss:
+squared_hinge` (multi-label) the loss is LinearSVC's instead, one-vs-rest L2-SVMs, and their
+margins become log-odds by Platt scaling (a scale and a shift per label, fitted on out-of-fold
+margins). Without a warm start the branch learns the same words 32 texts a step (at `wide.lr`),
+which on long documents a CPU budget buys a few epochs of.
+
+The branch then stays fixed and the encoder learns what the words miss, by stacking (Wolpert
+1992): a branch fitted on all the training texts has nearly zero loss on them (it can memorise
+8,000 documents with 30,000 weights a label), which would leave the encoder nothing to learn from.
+So the training loss sees, for each training text, the logits of a branch fitted without it
+(`out_of_fold_logits`, 5 folds) in place of the full branch's: `offsets` = out-of-fold minus
+in-sample logits, added to the model's output in the loss (ClassificationTask's `offsets`).
+Validation, test and the exported model use the full branch, as deployed.
+"""
+
+from __future__ import annotations
+
+import copy
+import logging
+import math
+import time
+import warnings
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import torch
+from safetensors.torch import load_file
+from torch import Tensor, nn
+
+from tfm_cls.classify.heads import head_for
+from tfm_cls.classify.metrics import is_better
+from tfm_cls.classify.wide_config import WideConfig
+from tfm_cls.config import ClassifierConfig
+from tfm_cls.data.tokenized import TokenizedSplit, collate
+from tfm_cls.errors import CheckpointError, RunDirError
+from tfm_cls.model.wide import WideBranch
+from tfm_cls.training import distributed as D
+from tfm_cls.training.checkpoint import save_tensors
+
+logger = logging.getLogger(__name__)
+
+OFFSETS_FILE = "wide_offsets.safetensors"
+"""RUN/wide_offsets.safetensors: a warm start's training offsets {"offsets": [rows, C] float32}."""
+
+LossFn = Callable[[Tensor, Tensor], Tensor]
+"""(logits [N, C], targets) -> the mean loss over the values."""
+
+WARM_START_C = (1.0, 10.0, 100.0, 1000.0)
+"""Inverse L2 strengths tried, as scikit-learn's C: the sum of the per-output losses + ||W||^2 / (2C),
+so they mean the same for any number of rows and labels. The one with the best validation score
+(the run's `train.best_metric`) is kept; without a validation split, 10 (1 / C of the summed loss is
+about the strength that suits an L2-normalised TF-IDF bag of a few thousand texts)."""
+WARM_START_ITERATIONS = 200
+"""At most this many L-BFGS iterations a fit (each a pass over the training bags, plus its line search)."""
+WARM_START_FOLDS = 5
+"""Folds of the out-of-fold logits the encoder trains against."""
+HINGE_C = (0.1, 0.3, 1.0, 3.0, 10.0)
+"""C of the squared-hinge fit, LinearSVC's (C x the sum of the losses + ||W||^2 / 2), log-spaced
+around its default 1: on validation the long-tailed set's documents chose the top of a 0.25-4 grid,
+go_emotions' comments its bottom (docs/tasks.md)."""
+
+
+def platt(scores: Tensor, targets: Tensor) -> tuple[Tensor, Tensor]:
+    """(scale [C], shift [C]) such that sigmoid(scale * scores + shift) fits each label's 0 / 1
+    targets [N, C] (Platt 1999, with his smoothed targets (n+ + 1) / (n+ + 2) and 1 / (n- + 2), so
+    a label whose scores separate it perfectly still gets a finite scale)."""
+    targets = targets.to(scores.dtype)
+    positives, negatives = targets.sum(dim=0), (1.0 - targets).sum(dim=0)  # [C]
+    soft = torch.where(targets > 0, (positives + 1.0) / (positives + 2.0), 1.0 / (negatives + 2.0))  # [N, C]
+    scale, shift = torch.ones(scores.shape[1], requires_grad=True), torch.zeros(scores.shape[1], requires_grad=True)
+    optimizer = torch.optim.LBFGS([scale, shift], lr=1.0, max_iter=100, line_search_fn="strong_wolfe")
+
+    def closure() -> Tensor:
+        optimizer.zero_grad()
+        loss = nn.functional.binary_cross_entropy_with_logits(scores * scale + shift, soft)
+        loss.backward()
+        return loss
+
+    optimizer.step(closure)
+    return scale.detach(), shift.detach()
+
+
+def document_frequencies(branch: WideBranch, split: TokenizedSplit) -> np.ndarray:
+    """[rows of the branch's table] in how many rows of the split each term (`branch.terms`) occurs."""
+    df = np.zeros(branch.rows, dtype=np.int64)
+    for ids in split.input_ids:
+        terms, _ = branch.terms(torch.as_tensor(np.asarray(ids, dtype=np.int64)).unsqueeze(0))  # [1, N]
+        df[np.unique(terms.numpy())] += 1
+    return df
+
+
+def set_idf(branch: WideBranch, split: TokenizedSplit) -> None:
+    """The `tfidf` weighting's table from the training rows: scikit-learn's smooth idf,
+    ln((1 + N) / (1 + df)) + 1, and 0 for a term the rows never hold (and padding)."""
+    df = document_frequencies(branch, split)
+    n = split.num_rows
+    branch.set_idf(torch.from_numpy(np.where(df > 0, np.log((1.0 + n) / (1.0 + df)) + 1.0, 0.0)))
+
+
+@torch.no_grad()
+def bag_matrix(branch: WideBranch, split: TokenizedSplit, batch_size: int = 64) -> Tensor:
+    """The split's rows as the branch sees them: a sparse CSR [rows, table rows] float32 matrix
+    whose product with the branch's weights [table rows, C] is the branch's logits."""
+    rows, cols, values = [], [], []
+    device, pad = branch.weight.device, branch.padding_idx or 0
+    for start in range(0, split.num_rows, batch_size):
+        batch = collate(split, list(range(start, min(start + batch_size, split.num_rows))), pad)
+        terms, keep = branch.terms(batch["input_ids"].to(device), batch["attention_mask"].to(device))  # [b, N]
+        share = branch.shares(terms, keep).float().cpu()  # [b, N]
+        terms, keep = terms.cpu(), keep.cpu()
+        b, t = keep.nonzero(as_tuple=True)
+        rows.append(b + start)
+        cols.append(terms[b, t])
+        values.append(share[b, t])
+    shape = (split.num_rows, branch.rows)
+    bags = torch.sparse_coo_tensor(torch.stack([torch.cat(rows), torch.cat(cols)]), torch.cat(values), shape,
+                                   check_invariants=True)
+    return _csr(bags.coalesce())  # repeated tokens of a row summed
+
+
+def _csr(coo: Tensor) -> Tensor:
+    with warnings.catch_warnings():  # "sparse CSR support is in beta": a product and its gradient are all we use
+        warnings.simplefilter("ignore", UserWarning)
+        return coo.to_sparse_csr()
+
+
+def out_of_fold_logits(bags: Tensor, targets: Tensor, fit: Callable[[Tensor, Tensor], tuple[Tensor, Tensor]],
+                       num_outputs: int, folds: int = WARM_START_FOLDS, seed: int = 0) -> Tensor:
+    """[N, C] logits of each row by the branch fitted (`fit(bags, targets)` -> weights, bias) on
+    the other folds (seeded random folds)."""
+    n = bags.shape[0]
+    order = torch.randperm(n, generator=torch.Generator().manual_seed(seed))
+    coo = bags.to_sparse_coo()
+    logits = torch.empty(n, num_outputs)
+    for k in range(folds):
+        held = order[k::folds]
+        kept = torch.ones(n, dtype=torch.bool)
+        kept[held] = False
+        kept = kept.nonzero(as_tuple=True)[0]
+        weights, fitted_bias = fit(_csr(coo.index_select(0, kept).coalesce()), targets[kept])
+        with torch.no_grad():
+            logits[held] = _csr(coo.index_select(0, held).coalesce()) @ weights + fitted_bias
+    return logits
+
+
+def _fit_svm(bags: Tensor, targets: Tensor, c: float) -> tuple[Tensor, Tensor]:
+    """(weights [rows, C], bias [C]) of one scikit-learn LinearSVC per label (squared hinge, L2, the
+    intercept penalised as liblinear does) on the bags [N, rows] and 0 / 1 targets [N, C]: liblinear's
+    dual coordinate descent fits 62 labels x 290k rows in seconds where L-BFGS over the same
+    weights took minutes. A label all of one value gets zero weights and a margin of -1 or +1."""
+    from scipy import sparse
+    from sklearn.exceptions import ConvergenceWarning
+    from sklearn.svm import LinearSVC
+
+    x = sparse.csr_matrix((bags.values().numpy(), bags.col_indices().numpy(), bags.crow_indices().numpy()),
+                          shape=tuple(bags.shape))
+    y = targets.numpy() > 0.5  # [N, C]
+    weights, bias = torch.zeros(bags.shape[1], y.shape[1]), torch.zeros(y.shape[1])
+    for label in range(y.shape[1]):
+        if y[:, label].all() or not y[:, label].any():
+            bias[label] = 1.0 if y[:, label].all() else -1.0
+            continue
+        with warnings.catch_warnings():  # liblinear stopping at max_iter leaves a usable fit
+            warnings.simplefilter("ignore", ConvergenceWarning)
+            svc = LinearSVC(C=c, max_iter=2000).fit(x, y[:, label])
+        weights[:, label] = torch.from_numpy(svc.coef_[0].astype(np.float32))
+        bias[label] = float(svc.intercept_[0])
+    return weights, bias
+
+
+def _fit(bags: Tensor, targets: Tensor, loss: LossFn, bias: Tensor, c: float,
+         start: Tensor | None = None) -> tuple[Tensor, Tensor]:
+    """(weights [rows, C], bias [C]) minimising loss(bags @ W + b, targets) + ||W||^2 / (2 c n), n
+    the number of target values: the loss is their mean, so `c` is scikit-learn's C of the summed
+    loss. L-BFGS from `start` weights (default zeros) and `bias`; the previous C of the grid is a
+    nearby start that takes a fraction of the iterations. The gradient of the weights is formed by
+    hand, bags^T @ dloss/dlogits with bags^T kept as CSR: autograd's backward of a sparse product
+    costs ~15x more here."""
+    penalty = 1.0 / (c * targets.numel())
+    bags_t = _csr(bags.to_sparse_coo().t().coalesce())  # [rows, N]
+    weights = torch.zeros(bags.shape[1], bias.numel()) if start is None else start.clone()  # [rows, C]
+    bias = bias.detach().clone()  # [C]
+    optimizer = torch.optim.LBFGS([weights, bias], lr=1.0, max_iter=WARM_START_ITERATIONS, history_size=10,
+                                  tolerance_grad=1e-6, tolerance_change=1e-9, line_search_fn="strong_wolfe")
+
+    def closure() -> Tensor:
+        logits = (bags @ weights + bias).requires_grad_(True)  # [N, C]
+        value = loss(logits, targets)
+        value.backward()
+        weights.grad = bags_t @ logits.grad + penalty * weights  # [rows, C]
+        bias.grad = logits.grad.sum(dim=0)  # [C]
+        return value.detach() + 0.5 * penalty * weights.pow(2).sum()
+
+    optimizer.step(closure)
+    return weights, bias
+
+
+def warm_start(model: nn.Module, head: Any, train: TokenizedSplit, validation: TokenizedSplit | None,
+               best_metric: str = "loss", labels: list[str] | None = None,
+               loss: str = "head") -> tuple[np.ndarray, dict[str, float]]:
+    """Fit the branch's weights (`model.wide`) and the head's bias as a linear model of the bags
+    (module docstring) with the head's loss or (`loss="squared_hinge"`) LinearSVC's, C picked by
+    `best_metric` on validation (the head's metrics, decision rule tuned there first, as the
+    engine's evaluation does; hinge margins Platt-scaled on validation for the judging). Returns
+    the training rows' offsets [rows, C] (out-of-fold minus in-sample logits) and what it chose
+    (`C`, the validation score, `seconds`)."""
+    started = time.monotonic()
+    branch = model.wide
+    bags, targets = bag_matrix(branch, train), torch.from_numpy(train.row_labels(list(range(train.num_rows))))
+    bias = model.head.bias.detach().float().cpu()
+    hinge = loss == "squared_hinge"
+    has_validation = validation is not None and validation.num_rows > 0
+    grid = (HINGE_C if hinge else WARM_START_C) if has_validation else ((1.0,) if hinge else (10.0,))
+    if has_validation:
+        val_bags = bag_matrix(branch, validation)
+        val_targets = validation.row_labels(list(range(validation.num_rows)))
+        names = labels or [str(i) for i in range(bias.numel())]
+        judge = copy.deepcopy(head)  # tune() sets thresholds: the task's head keeps its own
+    best: tuple[float, float, Tensor, Tensor] | None = None
+    weights, fitted_bias = None, bias
+    for c in grid:  # C rising, each L-BFGS fit from the last one's solution (a regularisation path)
+        weights, fitted_bias = _fit_svm(bags, targets, c) if hinge else _fit(bags, targets, head.loss, fitted_bias, c,
+                                                                               weights)
+        score = math.nan
+        if has_validation:
+            logits = val_bags @ weights + fitted_bias  # [rows, C]
+            if hinge:
+                scale, shift = platt(logits, torch.from_numpy(val_targets))
+                logits = logits * scale + shift
+            judge.tune(logits.numpy(), val_targets)
+            score = float(judge.metrics(logits.numpy(), val_targets, names)[best_metric])
+            logger.info("wide warm start: C %g -> validation %s %.4f", c, best_metric, score)
+        if best is None or (has_validation and is_better(best_metric, score, best[0])):
+            best = (score, c, weights, fitted_bias)
+    score, c, weights, fitted_bias = best
+    # each fold from zeros and the prior: starting from the full fit would carry what it learnt
+    # from the held-out rows into their logits wherever L-BFGS stops short of the optimum
+    fit = (lambda b, t: _fit_svm(b, t, c)) if hinge else (lambda b, t: _fit(b, t, head.loss, bias, c))
+    out_of_fold = out_of_fold_logits(bags, targets, fit, bias.numel())  # [rows, C]
+    if hinge:  # margins -> log-odds, fitted where the margins are those of unseen texts
+        scale, shift = platt(out_of_fold, targets)
+        out_of_fold = out_of_fold * scale + shift
+        weights, fitted_bias = weights * scale, fitted_bias * scale + shift
+    with torch.no_grad():
+        branch.weight.copy_(weights.to(branch.weight))
+        model.head.bias.copy_(fitted_bias.to(model.head.bias))
+        # the model starts as the fitted branch: the encoder's head weights at zero, so it adds
+        # nothing until it learns something (at its random start it adds noise to every log-odds
+        # the branch has fitted)
+        model.head.weight.zero_()
+        in_sample = bags @ weights + fitted_bias  # [rows, C]
+    offsets = out_of_fold - in_sample
+    seconds = time.monotonic() - started
+    logger.info("wide warm start: the bag-of-terms branch fitted (%s, C %g, %d training rows, %d folds for the "
+                "encoder's targets) in %.1f s", "squared hinge + Platt" if hinge else "the head's loss", c,
+                train.num_rows, WARM_START_FOLDS, seconds)
+    return offsets.numpy().astype(np.float32), {"C": c, "validation_score": score, "seconds": seconds}
+
+
+def fit_branch(model: nn.Module, head: Any, splits: dict[str, TokenizedSplit], wide: WideConfig,
+               best_metric: str = "loss", labels: list[str] | None = None) -> np.ndarray | None:
+    """Before the first step of a fresh run: the IDF table of a `tfidf` branch, then with
+    `wide.warm_start` the warm start with `wide.loss` (`head`: the task's head, whose loss it
+    fits), whose training offsets [rows, C] it returns (None otherwise, and for a model without
+    a branch)."""
+    branch = getattr(model, "wide", None)
+    if branch is None:
+        return None
+    if branch.weighting == "tfidf":
+        set_idf(branch, splits["train"])
+    if not wide.warm_start:
+        return None
+    return warm_start(model, head, splits["train"], splits.get("validation"), best_metric, labels, wide.loss)[0]
+
+
+def start_wide(cfg: ClassifierConfig, model: nn.Module, splits: dict[str, TokenizedSplit], labels: list[str], run_dir: Path, *,
+               resume: bool, env: D.DistEnv | None = None) -> np.ndarray | None:
+    """The one call of a run (tfm_cls.train) before training: on a
+    fresh run `fit_branch`, the warm start's offsets written to RUN/OFFSETS_FILE (rank 0); on
+    resume they are read back from there (the checkpoint holds the branch itself). Returns the
+    training offsets [rows, C] that ClassificationTask adds to the logits in the loss, or None
+    (no warm start)."""
+    if not (cfg.wide.enabled and cfg.wide.warm_start):
+        if not resume:
+            fit_branch(model, None, splits, cfg.wide)  # a `tfidf` branch's IDF table
+        return None
+    path = run_dir / OFFSETS_FILE
+    if resume:
+        return read_offsets(path, (splits["train"].num_rows, model.config["num_classes"]))
+    head = head_for(cfg, splits["train"].labels, labels=labels)  # the task's head: the loss the branch is fitted with
+    offsets = fit_branch(model, head, splits, cfg.wide, cfg.train.best_metric, labels)
+    if offsets is not None and (env is None or env.is_main):
+        save_tensors({"offsets": torch.from_numpy(offsets)}, path)
+    return offsets
+
+
+def read_offsets(path: Path, shape: tuple[int, int]) -> np.ndarray:
+    """A resumed warm-started run's training offsets (RUN/OFFSETS_FILE), of `shape` (rows, C): one
+    clear error for a missing or corrupt file, or one of another training split."""
+    if not path.is_file():
+        raise RunDirError(f"{path}: missing; a run with wide.warm_start writes it before its first step, "
+                          "so this run directory was not made by such a run (start it again with --overwrite)")
+    try:
+        offsets = load_file(str(path))["offsets"].numpy()
+    except Exception as err:  # safetensors raises its own error types for torn / foreign files
+        raise CheckpointError(f"{path}: corrupt or not a tfm-cls offsets file ({err})") from err
+    if offsets.shape != shape:
+        raise RunDirError(f"{path}: offsets of shape {list(offsets.shape)}, but the training split gives "
+                          f"{list(shape)}: the data changed since the run began (start it again with --overwrite)")
+    return offsets
+
+
+def train_branch(model: nn.Module, wide: WideConfig) -> None:
+    """How the branch trains (ClassificationTask, before the optimizer exists): kept as fitted after
+    a warm start (no gradient; the encoder learns what it misses), else at `wide.lr` (None: the
+    head's rate; tfm_cls.training.optim gives a module with an `lr` of its own that rate)."""
+    branch = getattr(model, "wide", None)
+    if branch is None:
+        return
+    if wide.warm_start:
+        branch.requires_grad_(False)
+    branch.lr = wide.lr

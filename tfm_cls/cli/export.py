@@ -1,0 +1,48 @@
+"""`tfm-cls export`: a trained run's classifier to one .onnx file (RUN/model.onnx), verified against
+the PyTorch model before it replaces the target (tfm_cls.export.exporter, tfm_cls.export.verify)."""
+
+from __future__ import annotations
+
+import argparse
+import logging
+from pathlib import Path
+
+from tfm_cls.cli.arguments import REPORT_HELP, providers
+from tfm_cls.cli.shared import CommandFailed, check_onnx, quiet_datasets
+
+logger = logging.getLogger("tfm_cls.cli")
+
+
+def add_parser(subparsers) -> None:
+    p = subparsers.add_parser("export", help="export a trained run's classifier to RUN/model.onnx and verify it")
+    p.add_argument("--run", required=True, help="run directory written by `tfm-cls train`")
+    p.add_argument("--output", help="output file (default RUN/model.onnx)")
+    p.add_argument("--fuse", action="store_true", help="pre-fuse attention/GELU/LayerNorm into onnxruntime contrib ops")
+    p.add_argument("--no-verify", action="store_true", help="skip verification against the PyTorch model")
+    p.add_argument("--providers", help="comma-separated providers to verify on (default: CPU, plus CUDA if present)")
+    p.add_argument("--report", action="store_true", help=REPORT_HELP)
+    p.set_defaults(func=run)
+
+
+def run(args: argparse.Namespace) -> int:
+    from tfm_cls.classify.card import write_card
+    from tfm_cls.export.exporter import export_run
+
+    target = Path(args.output) if args.output else Path(args.run) / "model.onnx"
+
+    def check(model, tmp: Path) -> None:  # runs on the temporary file, before it replaces `target`
+        if not args.no_verify:
+            check_onnx(model, tmp, providers(args.providers), target)
+
+    try:
+        path = export_run(args.run, target, fuse=args.fuse, check=check)
+    except CommandFailed as err:
+        raise CommandFailed(f"{err}; {target} was not changed", err.code) from err
+    logger.info("wrote %s (%.1f MB, one file)", path, Path(path).stat().st_size / 2**20)
+    if args.report:
+        from tfm_cls.report import write_report
+
+        quiet_datasets()
+        write_report(args.run)
+    write_card(args.run)  # the card now says how to run this model.onnx
+    return 0

@@ -1,0 +1,184 @@
+"""The wide branch: a linear bag-of-terms model summed into a classifier's logits (Wide & Deep,
+Cheng et al. 2016), the torch side of the `wide:` config section (docs/tasks.md, "Many rare labels").
+
+    branch = WideBranch(vocab_size, num_classes, pad_token_id, weighting="tfidf", ngrams=2, buckets=2**18)
+    logits = encoder_logits + branch(input_ids, attention_mask)     # [B, C]
+
+One weight per (term, class) in `weight` [rows, C]; a text's logits are the sum over its terms
+(`terms`: its tokens and, with ngrams=2, its hashed pairs of adjacent tokens) of each term's
+weights times its share of the L2-normalised bag (`shares`: count or TF-IDF). With `tfidf` the
+inverse document frequencies of the training texts are a buffer, `idf` [rows], set before training
+(tfm_cls.classify.wide_fit). Fitting the weights, the warm start and its offsets are the training
+side's: tfm_cls.classify.wide_fit.
+
+The model's config (model_config.json) records the branch flat, as TransformerClassifier's
+arguments: `wide`, `wide_weighting`, `wide_ngrams`, `wide_buckets`, `encoder_length`, each only
+when not its default (`config_entries`), so the configs of models without it stay as they were.
+Its state-dict keys are `wide.weight` and `wide.idf`; weights saved before the branch was a
+module of its own hold the IDF table as `wide_idf` and load through `upgrade_state_dict`.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any
+
+import torch
+from torch import Tensor, nn
+
+WEIGHTINGS = ("count", "tfidf")
+NGRAMS = (1, 2)
+BUCKETS = 2**18
+"""Rows the pairs of adjacent tokens are hashed into with ngrams=2 (fastText's hashed word
+n-grams; 2^18 measured as good as 2^20 on many-label documents, docs/tasks.md)."""
+PAIR_HASH = 2_654_435_761
+"""A pair (a, b) of token ids goes to bucket (a * PAIR_HASH + b) mod buckets: Knuth's multiplicative
+hash constant (a prime near 2^32 / golden ratio), so (a, b) and (b, a) differ and neighbouring ids
+spread over the buckets; in int64 without overflow for vocabularies under 3e9."""
+LEGACY_IDF_KEY = "wide_idf"
+"""Where models saved before the branch was a module of its own kept `idf`: read as `wide.idf`."""
+
+
+class WideBranch(nn.Module):
+    """input_ids [B, T] (+ attention_mask [B, T]) -> logits [B, num_classes]: a linear bag of terms.
+
+    `weight` [rows, C] starts at zero (the model starts as the encoder alone); its padding row
+    stays zero (no gradient, as nn.Embedding's padding_idx). `lr`: a learning rate of its own,
+    set by the training side (tfm_cls.classify.wide_fit.train_branch; None: the head's); not saved.
+    """
+
+    def __init__(self, vocab_size: int, num_classes: int, pad_token_id: int | None = None, weighting: str = "count",
+                 ngrams: int = 1, buckets: int = BUCKETS) -> None:
+        super().__init__()
+        self.vocab_size, self.weighting, self.ngrams = vocab_size, weighting, ngrams
+        self.buckets = buckets if ngrams == 2 else 0
+        self.rows = vocab_size + self.buckets
+        self.padding_idx = pad_token_id
+        self.lr: float | None = None
+        self.weight = nn.Parameter(torch.empty(self.rows, num_classes))  # [rows, C]
+        # drawn as nn.Embedding's init draws (this table was one), then zeroed: the global RNG,
+        # and so every later draw of a seeded run (dropout), stays what it was
+        nn.init.normal_(self.weight)
+        nn.init.zeros_(self.weight)
+        # `tfidf`: each term's inverse document frequency in the training texts; 0 for a term never
+        # seen there, which then adds nothing to a bag, as a word outside a TF-IDF vocabulary
+        if weighting == "tfidf":
+            self.register_buffer("idf", torch.ones(self.rows))  # [rows]
+
+    @classmethod
+    def from_config(cls, config: Mapping[str, Any]) -> WideBranch | None:
+        """The branch a classifier's config asks for (`config_entries`), or None without `wide`."""
+        if not config.get("wide"):
+            return None
+        return cls(config["vocab_size"], config["num_classes"], config.get("pad_token_id"),
+                   config.get("wide_weighting", "count"), config.get("wide_ngrams", 1), config.get("wide_buckets", 0))
+
+    def forward(self, input_ids: Tensor, attention_mask: Tensor | None = None) -> Tensor:
+        """input_ids [B, T] -> [B, C]: the sum over the text's terms (`terms`) of each term's class
+        weights times its share of the bag (`shares`)."""
+        terms, keep = self.terms(input_ids, attention_mask)  # [B, N]
+        weights = nn.functional.embedding(terms, self.weight, self.padding_idx)  # [B, N, C]
+        share = self.shares(terms, keep)  # [B, N]
+        return (weights * share.unsqueeze(-1)).sum(dim=1)  # [B, C]
+
+    def terms(self, input_ids: Tensor, attention_mask: Tensor | None = None) -> tuple[Tensor, Tensor]:
+        """What the bag counts: input_ids [B, T] -> (terms [B, N] int64 rows of `weight`, keep [B, N]
+        bool, False at padding). The tokens (N = T) and, with ngrams=2, also each pair of adjacent
+        tokens, hashed into one of `buckets` rows after the vocabulary's (N = 2T - 1): the word
+        bigrams of a TF-IDF n-gram model, in fastText's hashed form."""
+        keep = torch.ones_like(input_ids, dtype=torch.bool) if attention_mask is None else attention_mask != 0
+        if self.ngrams == 1:
+            return input_ids, keep
+        pairs = (input_ids[:, :-1] * PAIR_HASH + input_ids[:, 1:]) % self.buckets  # [B, T-1]
+        terms = torch.cat([input_ids, pairs + self.vocab_size], dim=1)  # [B, 2T-1]
+        return terms, torch.cat([keep, keep[:, :-1] & keep[:, 1:]], dim=1)
+
+    def shares(self, terms: Tensor, keep: Tensor) -> Tensor:
+        """What each term position adds to the text's bag, terms / keep [B, N] (`terms`) -> [B, N]
+        (0 where not kept); the shares of a term's positions sum to its value in the bag.
+        `count`: 1 / sqrt(the number of terms), an L2-normalised bag of one-hot terms.
+        `tfidf`: scikit-learn's TfidfVectorizer(sublinear_tf=True) over the terms, the value of a
+        term (1 + log tf) * idf, the bag L2-normalised; a position holds 1 / tf of its term's
+        value. The term frequencies are counted by a scatter-add into a [B, rows] table (ONNX
+        ScatterElements): linear in the length, where comparing every position with every other
+        cost 40x more at 1,000 tokens."""
+        keep_f = keep.to(self.weight.dtype)  # [B, N]
+        if self.weighting == "count":
+            return keep_f / keep_f.sum(dim=1, keepdim=True).clamp_min(1.0).sqrt()
+        counts = torch.zeros(terms.shape[0], self.rows, dtype=keep_f.dtype, device=terms.device)  # [B, rows]
+        tf = counts.scatter_add(1, terms, keep_f).gather(1, terms).clamp_min(1.0)  # [B, N] this position's term count
+        value = (1.0 + torch.log(tf)) * self.idf[terms] * keep_f  # [B, N] the term's value
+        norm = (value * value / tf).sum(dim=1, keepdim=True).sqrt().clamp_min(1e-12)  # [B, 1] the bag's L2 norm
+        return value / tf / norm  # [B, N]
+
+    @torch.no_grad()
+    def set_idf(self, idf: Tensor) -> None:
+        """The `tfidf` table, idf [rows] (tfm_cls.classify.wide_fit.set_idf); 0 at the padding row."""
+        idf = idf.to(self.idf, copy=True)
+        if self.padding_idx is not None:
+            idf[self.padding_idx] = 0.0
+        self.idf.copy_(idf)
+
+    def extra_repr(self) -> str:
+        pairs = f", pairs in {self.buckets} buckets" if self.ngrams == 2 else ""
+        return f"{self.vocab_size} tokens{pairs}, {self.weight.shape[1]} classes, {self.weighting}"
+
+
+def config_entries(wide: bool = False, encoder_length: int | None = None, weighting: str = "count", ngrams: int = 1,
+                   buckets: int = BUCKETS) -> dict[str, Any]:
+    """The branch's keys of a classifier's config, each only when it is not its default (so the
+    configs of models without it stay as they were), in the order models have always saved them."""
+    entries: dict[str, Any] = {"wide": True} if wide else {}
+    if weighting != "count":
+        entries["wide_weighting"] = weighting
+    if encoder_length is not None:
+        entries["encoder_length"] = int(encoder_length)
+    if ngrams != 1:
+        entries["wide_ngrams"] = int(ngrams)
+        entries["wide_buckets"] = int(buckets)
+    return entries
+
+
+def check_config(config: Mapping[str, Any]) -> None:
+    """ValueError naming the key for branch keys of a classifier's config that cannot work."""
+    if not isinstance(config.get("wide", False), bool):
+        raise ValueError(f"TransformerClassifier: wide must be true or false, got {config['wide']!r}")
+    weighting = config.get("wide_weighting", "count")
+    if weighting not in WEIGHTINGS or (weighting != "count" and not config.get("wide")):
+        raise ValueError(f"TransformerClassifier: wide_weighting must be one of {list(WEIGHTINGS)} (and needs "
+                         f"wide=True), got {weighting!r}")
+    ngrams = config.get("wide_ngrams", 1)
+    if ngrams not in NGRAMS or (ngrams != 1 and not config.get("wide")):
+        raise ValueError(f"TransformerClassifier: wide_ngrams must be one of {list(NGRAMS)} (and needs wide=True), "
+                         f"got {ngrams!r}")
+    if ngrams == 2 and not (isinstance(config.get("wide_buckets"), int) and config["wide_buckets"] >= 1):
+        raise ValueError(f"TransformerClassifier: wide_buckets must be a positive integer, got {config.get('wide_buckets')!r}")
+    length = config.get("encoder_length")
+    if length is not None and not (config.get("wide") and 2 <= int(length) <= int(config["max_len"])):
+        raise ValueError(
+            f"TransformerClassifier: encoder_length={length} needs wide=True and 2 <= encoder_length <= max_len "
+            f"({config['max_len']}): the tokens past it are read by the wide branch only"
+        )
+
+
+def token_limit(config: Mapping[str, Any]) -> int | None:
+    """The most tokens a model of this config can read: its positional encoding's size, or None
+    (no limit) when the encoder reads only the first `encoder_length` tokens and the wide branch,
+    which has no positions, the rest."""
+    return None if config.get("encoder_length") is not None else int(config["max_len"])
+
+
+def longest_input(config: Mapping[str, Any], max_length: int | None) -> int:
+    """The longest input a model of this config is checked on (export/verify.py): what it can
+    read (`token_limit`), else, where the branch reads past the encoder's `encoder_length`, the
+    tokenizer's `max_length` of its export (its `max_len` when unknown)."""
+    return token_limit(config) or int(max_length or config["max_len"])
+
+
+def upgrade_state_dict(module: nn.Module, state_dict: dict[str, Tensor], prefix: str, *_: Any) -> None:
+    """A classifier's load_state_dict pre-hook: renames, in place, the keys of state dicts saved
+    before the branch was a module of its own (`wide_idf` -> `wide.idf`; `wide.weight` kept its
+    name), so every earlier run directory and checkpoint loads; `prefix` is the classifier's."""
+    old = prefix + LEGACY_IDF_KEY
+    if old in state_dict:
+        state_dict[prefix + "wide.idf"] = state_dict.pop(old)
