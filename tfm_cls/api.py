@@ -135,13 +135,15 @@ def _targets_for(config: Any) -> type[SingleLabelTargets]:
 class TextClassifier(ClassifierMixin, BaseEstimator):
     """A text classifier trained by tfm_cls (see the module docstring).
 
-    config: a configs/cls preset name (`trec`, `bbc`, ...) or a YAML file (several comma-separated
-        are merged, as `--config` takes them); its data section is replaced by the texts given to fit.
+    config: None (the default): the recipe reads the texts given to fit and chooses the config, as
+        `tfm-cls train --data DIR` does (tfm_cls.plan); or a configs/cls preset name (`trec`, `bbc`,
+        ...) or a YAML file (several comma-separated are merged, as `--config` takes them); its data
+        section is replaced by the texts given to fit.
     run_dir: where the run is written (kept); None: a temporary folder removed with the estimator.
     **overrides: config overrides, the dotted key written with `__` (`train__lr=1e-3`).
     """
 
-    def __init__(self, config: str | Path | None = "trec", run_dir: str | Path | None = None, **overrides: Any) -> None:
+    def __init__(self, config: str | Path | None = None, run_dir: str | Path | None = None, **overrides: Any) -> None:
         self.config = config
         self.run_dir = run_dir
         for key, value in overrides.items():
@@ -169,7 +171,24 @@ class TextClassifier(ClassifierMixin, BaseEstimator):
         from tfm_cls.config import ClassifierConfig, load_config
 
         overrides = [f"{key.replace('__', '.')}={json.dumps(_plain(value))}" for key, value in self._overrides().items()]
-        return load_config(ClassifierConfig, self.config, [*overrides, *extra])
+        recipe = getattr(self, "_recipe", []) if self.config is None else []
+        return load_config(ClassifierConfig, self.config, [*recipe, *overrides, *extra])
+
+    def _plan(self, rows: list[dict[str, Any]], validation_rows: list[dict[str, Any]] | None) -> None:
+        """config=None: the recipe's choices for these rows (tfm_cls.plan, on a temporary copy of
+        them as a data folder), kept for build_config; what names files and columns is fit's."""
+        from tfm_cls.plan import plan_run, profile_data
+
+        with tempfile.TemporaryDirectory(prefix="tfm_cls-plan-") as folder:
+            for split, split_rows in (("train", rows), ("validation", validation_rows)):
+                if split_rows is not None:
+                    with open(Path(folder) / f"{split}.jsonl", "w", encoding="utf-8") as f:
+                        f.writelines(json.dumps(_plain(r), ensure_ascii=False) + "\n" for r in split_rows)
+            plan = plan_run(profile_data(folder))
+        for line in plan.describe():
+            logger.info("%s", line)
+        data_keys = ("name=", "data.path=", "data.text_columns=", "data.label_column=", "data.test_fraction=")
+        self._recipe = [o for o in plan.overrides if not o.startswith(data_keys)]
 
     # ---- training ------------------------------------------------------------------------------------
 
@@ -180,17 +199,23 @@ class TextClassifier(ClassifierMixin, BaseEstimator):
         from tfm_cls.train import train
 
         texts = check_texts(texts)
-        base = self.build_config()  # bad preset / override key: fails before anything is written
+        # bad preset / override key: fails before anything is written (the recipe's: once it has chosen)
+        base = self.build_config() if self.config is not None else None
         targets = _targets_for(base).fit(labels, len(texts))
         rows = targets.rows(texts, labels)
+        given_validation = None
         if validation is not None:
             if not isinstance(validation, (tuple, list)) or len(validation) != 2:
                 raise ValueError("validation: expected a (texts, labels) pair")
             val_texts = check_texts(validation[0], "validation texts")
             if len(_as_array(validation[1], "validation labels")) != len(val_texts):
                 raise ValueError("validation texts and labels differ in length")
-            val_rows = targets.rows(val_texts, validation[1], "validation labels")
-        else:
+            given_validation = targets.rows(val_texts, validation[1], "validation labels")
+        if self.config is None:  # the recipe reads the texts
+            self._plan(rows, given_validation)
+            base = self.build_config()
+        val_rows = given_validation
+        if validation is None and base.data.validation_fraction > 0:
             rows, val_rows = _hold_out(rows, base.data.validation_fraction, base.data.split_seed)
 
         self._cleanup()

@@ -7,4 +7,5 @@
     baselines  the library's TF-IDF baselines (tfm_cls.classify.baseline) as benchmark rows
     models     what is timed: a run's ONNX export, a random-weight student, a small trained run
     options    the options several benchmarks share (make bench-infer hands one ARGS to three)
+    samples    K-per-class samples of a data folder (seeded), and any folder read as labelled splits
 """

@@ -37,6 +37,10 @@ def read_label_names(path: Path) -> list[str]:
         names = [name for name, _ in sorted(names.items(), key=lambda kv: kv[1])]
     if not isinstance(names, list) or not names or not all(isinstance(n, str) for n in names):
         raise DataError(f"{path}: expected a JSON list of class names in index order, got {str(names)[:100]}")
+    repeated = sorted({n for n in names if names.count(n) > 1})
+    if repeated:
+        raise DataError(f"{path}: the class name(s) {', '.join(repeated)} appear more than once; each class needs "
+                        "a name of its own")
     return names
 
 

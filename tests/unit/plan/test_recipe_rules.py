@@ -1,0 +1,117 @@
+"""The recipe's choices (tfm_cls.plan) on small synthetic folders: the task type read from the label
+column, the regime from the counts, the refusals of data that cannot be trained on, and a config
+that loads and says why."""
+
+import json
+import random
+
+import pytest
+from kits.tiny_topics import CLASSES, make_texts, write_dataset
+
+from tfm_cls.errors import DataError
+from tfm_cls.plan import plan_run, profile_data
+from tfm_cls.plan import rules as rules_module
+
+
+def _overrides(plan) -> dict[str, str]:
+    return dict(item.split("=", 1) for item in plan.overrides)
+
+
+def _named(rows):
+    return [{"text": r["text"], "label": CLASSES[r["label"]]} for r in rows]
+
+
+def test_eight_examples_per_class_take_the_contrastive_recipe_and_keep_every_example(tmp_path):
+    folder = write_dataset(tmp_path / "few", {"train": _named(make_texts(24, 0)), "test": _named(make_texts(30, 1))})
+    plan = plan_run(profile_data(folder))
+    chosen = _overrides(plan)
+    assert plan.regime == "few_shot"
+    assert plan.profile.task == "single_label" and plan.profile.per_label["median"] == 8
+    assert chosen["contrastive.iterations"] == "20" and chosen["model.normalize"] == "true"
+    assert chosen["data.validation_fraction"] == "0"  # no class is left with one or two examples to train on
+    assert "data.test_fraction" not in chosen  # a test file was given: it is the test split
+    cfg = plan.config()
+    assert cfg.contrastive.iterations == 20 and cfg.model.normalize and cfg.data.validation_fraction == 0
+    assert cfg.name == "few" and cfg.data.path == str(folder)
+    assert any("contrastive" in line for line in plan.describe())  # the reason is given with the choice
+
+
+def test_many_examples_take_the_fine_tuned_encoder_with_the_fitted_branch_and_a_step_zero_evaluation(tmp_path):
+    folder = write_dataset(tmp_path / "many", {"train": make_texts(3000, 0), "validation": make_texts(300, 1)})
+    plan = plan_run(profile_data(folder), minutes=10)
+    cfg = plan.config()
+    assert plan.regime == "standard"
+    assert cfg.wide.enabled and cfg.wide.warm_start and cfg.train.eval_at_start is True
+    assert cfg.contrastive.iterations == 0 and cfg.data.validation_fraction > 0
+    assert 1 <= cfg.train.max_minutes < 10  # the budget less what the run spends outside the loop
+    assert cfg.train.best_metric == "accuracy"
+
+
+def test_label_lists_are_multi_label_and_only_well_attested_labels_get_their_own_threshold(tmp_path):
+    rng = random.Random(0)
+    rows = [{"text": r["text"], "labels": sorted({CLASSES[r["label"]], rng.choice(CLASSES)})}
+            for r in make_texts(600, 0)]
+    folder = write_dataset(tmp_path / "multi", {"train": rows})
+    plan = plan_run(profile_data(folder))
+    cfg = plan.config()
+    assert plan.profile.task == "multi_label" and cfg.data.task == "multi_label"
+    assert cfg.data.label_column == "labels"
+    assert cfg.multi_label.thresholds == "per_label" and cfg.multi_label.min_positives == rules_module.MIN_VALIDATION_POSITIVES
+
+
+def test_float_labels_are_regression_and_two_text_columns_are_pairs(tmp_path):
+    rng = random.Random(0)
+    rows = [{"sentence1": r["text"], "sentence2": r["text"][::-1], "score": round(rng.uniform(1, 5), 2)}
+            for r in make_texts(200, 0)]
+    plan = plan_run(profile_data(write_dataset(tmp_path / "pairs", {"train": rows})))
+    cfg = plan.config()
+    assert plan.regime == "regression" and cfg.data.task == "regression"
+    assert cfg.data.text_columns == ["sentence1"] and cfg.data.text_pair_column == "sentence2"
+    assert cfg.train.best_metric == "pearson" and not cfg.wide.enabled
+
+
+def test_without_the_pretrained_encoder_the_recipe_trains_from_scratch(tmp_path, monkeypatch):
+    monkeypatch.setattr(rules_module, "encoder_folder", lambda: None)
+    folder = write_dataset(tmp_path / "d", {"train": make_texts(90, 0)})
+    cfg = plan_run(profile_data(folder)).config()
+    assert cfg.model.init_from is None and cfg.contrastive.iterations == 0
+
+
+@pytest.mark.parametrize("rows, message", [
+    ([{"text": f"text {i}", "label": "a"} for i in range(10)], "at least two labels"),
+    ([{"text": " ", "label": i % 2} for i in range(10)], "every text in column 'text' is empty"),
+    ([{"text": f"text {i}", "label": {"x": 1}} for i in range(10)], "holds mappings"),
+    ([{"text": f"text {i}", "label": "a" if i < 9 else "b"} for i in range(10)], "single training example (b)"),
+])
+def test_data_that_cannot_be_trained_on_is_refused_naming_the_file(tmp_path, rows, message):
+    folder = write_dataset(tmp_path / "bad", {"train": rows})
+    with pytest.raises(DataError) as err:
+        profile_data(folder)
+    assert message in str(err.value) and str(folder / "train.jsonl") in str(err.value)
+
+
+def test_a_folder_without_a_training_file_is_refused(tmp_path):
+    (tmp_path / "empty").mkdir()
+    (tmp_path / "empty" / "notes.txt").write_text("x")
+    with pytest.raises(DataError, match="no training file"):
+        profile_data(tmp_path / "empty")
+
+
+def test_labels_json_names_the_classes_in_order(tmp_path):
+    folder = write_dataset(tmp_path / "ids", {"train": make_texts(60, 0)}, labels=CLASSES)
+    assert profile_data(folder).labels == CLASSES
+    (folder / "labels.json").write_text(json.dumps(["x"]))  # fewer names than the ids used
+    with pytest.raises(DataError, match="labels.json"):
+        profile_data(folder)
+
+
+def test_a_class_too_rare_for_two_carves_gets_no_test_split_carved(tmp_path):
+    rows = _named(make_texts(300, 0)) + [{"text": "a rare one", "label": "rare"}, {"text": "rare again", "label": "rare"}]
+    cfg = plan_run(profile_data(write_dataset(tmp_path / "rare", {"train": rows}))).config()
+    assert cfg.data.test_fraction == 0 and cfg.data.validation_fraction > 0
+
+
+def test_a_labels_json_naming_a_label_twice_is_refused_naming_the_name(tmp_path):
+    folder = write_dataset(tmp_path / "dup", {"train": make_texts(60, 0)}, labels=["animals", "food", "animals"])
+    with pytest.raises(DataError, match=r"labels.json: the class name\(s\) animals appear more than once"):
+        profile_data(folder)
