@@ -15,7 +15,6 @@ example) is a DataError naming the file, before anything is written.
 from __future__ import annotations
 
 import dataclasses
-import json
 import logging
 import math
 import random

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from starlette.responses import JSONResponse
+
 # TEI's error types (text-embeddings-inference, router/src/http/types.rs), plus ours for what TEI lacks.
 EMPTY, VALIDATION, TOKENIZER, BACKEND, OVERLOADED, UNHEALTHY = (
     "Empty", "Validation", "Tokenizer", "Backend", "Overloaded", "Unhealthy")
@@ -22,3 +24,8 @@ class ApiError(Exception):
 
     def body(self) -> dict[str, str]:
         return {"error": self.message, "error_type": self.error_type}
+
+
+def error_response(err: ApiError) -> JSONResponse:
+    """The answer to a request that failed with `err`."""
+    return JSONResponse(err.body(), status_code=err.status, headers=err.headers)

@@ -25,7 +25,7 @@ from tfm_cls.runtime.text import TextEncoder
 from tfm_cls.serve.api_error import OVERLOADED, TOKENIZER, UNHEALTHY, VALIDATION, ApiError
 from tfm_cls.serve.batcher import Batcher, Job, Result
 from tfm_cls.serve.prometheus import Metrics
-from tfm_cls.serve.requests import PredictRequest
+from tfm_cls.serve.requests import SCORE_FUNCTIONS, PredictRequest
 from tfm_cls.serve.settings import ServeSettings
 
 log = logging.getLogger("tfm_cls.serve")
@@ -146,18 +146,31 @@ class Service:
             return False, f"the inference thread has not finished a batch for {stalled:.0f} s"
         return True, "ok"
 
+    @property
+    def score_function(self) -> str:
+        """The Inference API's `function_to_apply` that gives this model's scores."""
+        return SCORE_FUNCTIONS[self.classifier.head.task]
+
     def require_ready(self) -> None:
         if self.state != READY:
             raise ApiError(503, UNHEALTHY, self.health()[1], err="draining" if self.state == DRAINING else "unhealthy")
 
     # ---- a request -----------------------------------------------------------------------------------
 
+    def full(self) -> bool:
+        """No room for one more input: a request is refused from its headers (tfm_cls.serve.admission)."""
+        return self.inflight >= self.settings.max_concurrent_requests and self.state == READY
+
+    def overloaded(self, inflight: int) -> ApiError:
+        """The 429 of a request refused with `inflight` inputs in flight."""
+        limit = self.settings.max_concurrent_requests
+        return ApiError(429, OVERLOADED, f"the server is busy ({inflight} inputs in flight, at most {limit}); "
+                        "retry later", err="overloaded", headers={"Retry-After": "1"})
+
     def admit(self, n: int) -> None:
         """Count `n` inputs in flight, or 429 when --max-concurrent-requests would be passed."""
-        limit = self.settings.max_concurrent_requests
-        if self.inflight + n > limit:
-            raise ApiError(429, OVERLOADED, f"the server is busy ({self.inflight} inputs in flight, at most {limit}); "
-                           "retry later", err="overloaded", headers={"Retry-After": "1"})
+        if self.inflight + n > self.settings.max_concurrent_requests:
+            raise self.overloaded(self.inflight)
         self.inflight += n
         self.metrics.inflight.set(self.inflight)
 
@@ -256,7 +269,7 @@ class Service:
             chosen = None if result.chosen is None else result.chosen[i]
             entries = head.label_scores(result.scores[i], chosen, labels)
             out.append(entries[: req.top_k] if req.top_k else entries)
-        return out[0] if req.single else out
+        return out[0] if req.single and not req.list_per_input else out
 
     def rows(self, result: Result, inputs: Inputs, req: PredictRequest) -> list[dict]:
         """/classify's answer: per input, the prediction fields of a `tfm-cls infer` row (the

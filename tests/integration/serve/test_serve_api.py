@@ -32,6 +32,29 @@ def test_top_k_keeps_the_best(client):
     assert entries == full[:1]
 
 
+def test_teis_other_routes_answer_as_predict_and_health(client):
+    body = {"inputs": [K.TEXTS[1], K.TEXTS[2]], "top_k": 2}
+    predicted = client.post("/predict", json=body).json()
+    for path in ("/", "/invocations"):  # TEI's route for a classifier, SageMaker's
+        assert client.post(path, json=body).json() == predicted, path
+    assert client.get("/ping").json() == client.get("/health").json() == {"status": "ok"}
+    assert client.get("/").headers["content-type"].startswith("text/html")  # the page stays at GET /
+
+
+def test_the_inference_apis_parameters(clients):
+    c = clients["single_label"]
+    plain = c.post("/predict", json={"inputs": K.TEXTS[2]}).json()
+    assert c.post("/", json={"inputs": K.TEXTS[2], "parameters": {}}).json() == [plain]  # a list per input
+    top = c.post("/", json={"inputs": K.TEXTS[2], "parameters": {"top_k": 1, "function_to_apply": "softmax"}})
+    assert top.json() == [plain[:1]]
+    batch = c.post("/", json={"inputs": K.TEXTS[1:3], "parameters": {"top_k": 2}}).json()
+    assert len(batch) == 2 and [e["label"] for e in batch[1]] == [e["label"] for e in plain[:2]]
+    assert [e["score"] for e in batch[1]] == pytest.approx([e["score"] for e in plain[:2]], abs=1e-6)  # padding
+    ml = clients["multi_label"]
+    scores = ml.post("/predict", json={"inputs": K.TEXTS[4]}).json()
+    assert ml.post("/", json={"inputs": K.TEXTS[4], "parameters": {"function_to_apply": "sigmoid"}}).json() == [scores]
+
+
 def test_pairs_are_two_element_inputs(clients):
     c = clients["pair"]
     single = c.post("/predict", json={"inputs": [K.TEXTS[1], K.TEXTS[2]]}).json()

@@ -102,6 +102,21 @@ def test_bad_options(client):
     _bad(client.post("/predict", json={"inputs": "a", "raw_scores": True}), 422, "Validation", "raw_scores")
 
 
+def test_bad_parameters(clients, client):
+    def post(c, parameters, **extra):
+        return c.post("/", json={"inputs": "a", "parameters": parameters, **extra})
+
+    _bad(post(client, {"function_to_apply": "sigmoid"}), 422, "Validation", "'sigmoid' is not available",
+         "softmax probabilities", "send 'softmax'")
+    _bad(post(client, {"function_to_apply": "none"}), 422, "Validation", "'none' is not available")
+    _bad(post(clients["multi_label"], {"function_to_apply": "softmax"}), 422, "Validation", "per-label sigmoids")
+    _bad(post(client, {"function_to_apply": "tanh"}), 422, "Validation", "one of", "'tanh'")
+    _bad(post(client, {"top_k": 0}), 422, "Validation", "parameters.top_k")
+    _bad(post(client, {"top_k": 1}, top_k=1), 422, "Validation", "twice")
+    _bad(post(client, {"temperature": 2}), 422, "Validation", "unknown parameter", "temperature")
+    _bad(post(client, ["top_k"]), 422, "Validation", "\"parameters\" must be an object", "a list")
+
+
 def test_not_an_object(client):
     _bad(client.post("/predict", json=["a"]), 422, "Validation", "JSON object")
     _bad(_post(client, b""), 400, "Validation", "empty")
@@ -132,7 +147,8 @@ def _random_json(rng: random.Random, depth: int = 0):
         return rng.random() < 0.5
     if kind == "list":
         return [_random_json(rng, depth + 1) for _ in range(rng.randint(0, 4))]
-    keys = ["inputs", "truncate", "truncation_direction", "raw_scores", "top_k", "x"]
+    keys = ["inputs", "truncate", "truncation_direction", "raw_scores", "top_k", "parameters", "function_to_apply",
+            "x"]
     return {rng.choice(keys): _random_json(rng, depth + 1) for _ in range(rng.randint(0, 4))}
 
 
@@ -140,7 +156,8 @@ def _random_body(rng: random.Random) -> tuple[bytes, str]:
     roll = rng.random()
     if roll < 0.55:
         body = {"inputs": _random_json(rng)}
-        for key in rng.sample(["truncate", "truncation_direction", "top_k", "raw_scores"], rng.randint(0, 2)):
+        for key in rng.sample(["truncate", "truncation_direction", "top_k", "raw_scores", "parameters"],
+                              rng.randint(0, 2)):
             body[key] = _random_json(rng, 3)
         data = json.dumps(body).encode()
     elif roll < 0.75:

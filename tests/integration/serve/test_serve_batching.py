@@ -6,6 +6,8 @@ that goes away (work dropped, counted)."""
 from __future__ import annotations
 
 import asyncio
+import json
+import logging
 import threading
 import time
 
@@ -251,3 +253,62 @@ def test_a_stuck_inference_thread_fails_health(served, monkeypatch):
 
     health = asyncio.run(go())
     assert health.status_code == 503 and "has not finished a batch" in health.json()["error"]
+
+
+async def _raw(app, messages: list[dict], path: str = "/predict") -> tuple[list[dict], int]:
+    """One raw ASGI POST whose client sends `messages` (then waits): (what the app sent, how many
+    times it called receive)."""
+    calls = {"n": 0}
+    answer: list[dict] = []
+
+    async def receive():
+        calls["n"] += 1
+        if calls["n"] <= len(messages):
+            return messages[calls["n"] - 1]
+        await asyncio.sleep(3600)
+
+    async def send(message):
+        answer.append(message)
+
+    scope = {"type": "http", "asgi": {"version": "3.0"}, "http_version": "1.1", "method": "POST", "scheme": "http",
+             "path": path, "raw_path": path.encode(), "query_string": b"", "root_path": "",
+             "headers": [(b"content-type", b"application/json"), (b"content-length", b"1000")],
+             "client": ("127.0.0.1", 1), "server": ("127.0.0.1", 80)}
+    await asyncio.wait_for(app(scope, receive, send), 5)
+    return answer, calls["n"]
+
+
+def test_a_full_service_refuses_from_the_headers_without_reading_the_body(served):
+    s = served(max_concurrent_requests=2, max_client_batch_size=2)
+
+    async def go():
+        async with s.client() as c:
+            s.gate.clear()
+            held = asyncio.create_task(c.post("/predict", json={"inputs": ["a", "b"]}))  # 2 of 2 inputs
+            await _until(lambda: s.service.inflight == 2)
+            refused = {path: await _raw(s.app, [], path) for path in ("/predict", "/", "/invocations", "/classify")}
+            health = await c.get("/health")  # not an inference request: never refused
+            s.gate.set()
+            return await held, refused, health
+
+    held, refused, health = asyncio.run(go())
+    for path, (answer, receives) in refused.items():
+        start = answer[0]
+        assert receives == 0, path  # the body was never asked for
+        assert start["status"] == 429 and (b"retry-after", b"1") in start["headers"], path
+        assert json.loads(answer[1]["body"])["error_type"] == "Overloaded"
+    assert held.status_code == 200 and health.status_code == 200 and s.service.inflight == 0
+    assert 'te_request_failure_total{err="overloaded"} 4.0' in s.service.metrics.exposition().decode()
+
+
+def test_a_client_that_leaves_mid_body_is_not_an_internal_error(served, caplog):
+    s = served()
+    half = [{"type": "http.request", "body": b'{"inputs": "the fi', "more_body": True}, {"type": "http.disconnect"}]
+    with caplog.at_level(logging.DEBUG):
+        answer, _ = asyncio.run(_raw(s.app, half))
+    assert answer[0]["status"] == 499  # nobody reads it
+    assert not [r for r in caplog.records if r.levelno >= logging.WARNING], caplog.text
+    assert "client left" in caplog.text
+    metrics = s.service.metrics.exposition().decode()
+    assert 'te_request_failure_total{err="client_disconnect"} 1.0' in metrics and 'err="internal"' not in metrics
+    assert s.service.inflight == 0

@@ -40,7 +40,7 @@ def test_serve_help_and_infer_import_no_training_library(models, tmp_path):
     proc = subprocess.run([sys.executable, "-m", "tfm_cls.cli", "infer", "--model", str(models["single_label"]),
                            "--no-progress"], input="a film\n", capture_output=True, text=True, env=env, timeout=60)
     assert proc.returncode == 0 and '"label"' in proc.stdout, proc.stderr
-    code = "import tfm_cls.serve.app, tfm_cls.serve.cli, tfm_cls.serve.service"
+    code = "import tfm_cls.serve.app, tfm_cls.serve.server, tfm_cls.serve.service"
     assert subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, timeout=60).returncode == 0
     assert not blocked_log(tmp_path).exists(), blocked_log(tmp_path).read_text()
 
@@ -51,17 +51,30 @@ def test_training_without_the_training_install_is_one_line(tmp_path):
 
 
 def test_serve_without_the_serve_extra_is_one_line(models, tmp_path):
-    line = _one_error_line(_cli("serve", str(models["single_label"]), env=_env(tmp_path, "starlette,uvicorn")))
+    line = _one_error_line(_cli("serve", str(models["single_label"]), "--port", "0",
+                                env=_env(tmp_path, "starlette,uvicorn")))
     assert "pip install 'tfm-cls[serve]'" in line
 
 
 def test_bad_models_and_flags_are_one_line(models, tmp_path):
-    assert "not found" in _one_error_line(_cli("serve", str(tmp_path / "none.onnx")))
+    assert "not found" in _one_error_line(_cli("serve", str(tmp_path / "none.onnx"), "--port", "0"))
     junk = tmp_path / "junk.onnx"
     junk.write_bytes(b"not onnx")
-    assert "not a readable ONNX model" in _one_error_line(_cli("serve", str(junk)))
+    assert "not a readable ONNX model" in _one_error_line(_cli("serve", str(junk), "--port", "0"))
     line = _one_error_line(_cli("serve", str(models["single_label"]), "--max-batch-size", "0", "--request-timeout", "0"))
     assert "--max-batch-size" in line and "--request-timeout" in line
+
+
+def test_a_port_in_use_is_one_line_before_the_model_loads(models, tmp_path):
+    with socket.socket() as taken:
+        taken.bind(("127.0.0.1", 0))
+        taken.listen(1)
+        port = taken.getsockname()[1]
+        # onnxruntime blocked: the address must be checked before anything opens the model
+        env = guarded_env(tmp_path, "onnxruntime,torch")
+        line = _one_error_line(_cli("serve", str(models["single_label"]), "--port", str(port), env=env))
+    assert f"cannot listen on 127.0.0.1:{port}: Address already in use" in line and "--port" in line
+    assert not blocked_log(tmp_path).exists(), blocked_log(tmp_path).read_text()
 
 
 def _free_port() -> int:
