@@ -49,6 +49,8 @@ LONG_TEXT_TOKENS = 256
 """Texts whose p95 length is above this are long documents: the encoder reads their first
 ENCODER_LENGTH tokens and the wide branch all of them (a step costs the square of the length)."""
 ENCODER_LENGTH = 128
+FEW_SHOT_LENGTH = 256
+"""Tokens the few-shot model reads (all-MiniLM-L6-v2's max_seq_length in sentence-transformers)."""
 HEAD_C = 16.0
 """C of the few-shot logistic-regression head on unit vectors: chosen on sst2 and trec (8 a class,
 3 seeds; C 1 / 4 / 16 / 64 gave 66.4 / 67.1 / 67.3 / 67.2 % mean accuracy), reported on ag_news and
@@ -195,7 +197,9 @@ def plan_run(profile: DataProfile, minutes: float = 15.0, threads: int | None = 
 def _few_shot(c: _Choices, profile: DataProfile, minutes: float) -> None:
     n, per = profile.sizes["train"], profile.per_label
     _encoder(c, profile, normalize=True)
-    _length(c, profile, wide=False)
+    c.set(f"{FEW_SHOT_LENGTH} tokens (sentence-transformers' length for this encoder, SetFit's): the lengths of a few "
+          "dozen training texts say little about the texts it will read, and a cut from them truncated test "
+          "texts (sst2 at 8 a class: 32 tokens, 5 % of its test sentences longer)", tokenizer__max_length=FEW_SHOT_LENGTH)
     c.set(f"{n} training texts, median {per['median']} per label: SetFit's contrastive fine-tuning (pairs of texts, "
           "cosine loss; 20 pair iterations, batch 16, body lr 2e-5, one epoch: its paper's settings, chosen on "
           "other data) then a logistic-regression head on the unit sentence vectors, C 16 (decided on sst2 and "
