@@ -5,7 +5,8 @@ way: the fingerprints of the code before it, recorded on this machine, and after
 
 fingerprints.json holds one record per environment (torch, the CPU kernels it picks, numpy,
 tokenizers: the last bits of a float depend on them); the test compares against the record of
-this machine's environment and is skipped where none was recorded (`python
+this machine's environment (`make test-slow`, or pytest -m slow on this file) and is skipped
+where none was recorded (`python
 tests/integration/behaviour/fingerprint.py OUT.json` records one)."""
 
 import json
@@ -18,6 +19,7 @@ from integration.behaviour.fingerprint import environment, fingerprints
 RECORDS = json.loads((Path(__file__).parent / "fingerprints.json").read_text())["records"]
 
 
+@pytest.mark.slow  # about a minute: `make test-slow`; run it on every change that may move a bit
 def test_tiny_runs_match_the_fingerprints_of_the_old_code(tmp_path):
     here = environment()
     recorded = next((r for r in RECORDS if r["environment"] == here), None)
