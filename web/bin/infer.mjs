@@ -1,0 +1,28 @@
+#!/usr/bin/env node
+// node web/bin/infer.mjs --model M.onnx [--input in.jsonl] [--output out.jsonl]: the rows of
+// `tfm-cls infer` from the JS runtime (JSONL in: {"text", "text_pair", "id"} a line; - = stdin).
+import { readFileSync, writeFileSync } from "node:fs";
+import { load } from "../src/index.js";
+
+const args = Object.fromEntries(process.argv.slice(2).reduce((acc, a, i, all) => {
+  if (a.startsWith("--")) acc.push([a.slice(2), all[i + 1]]);
+  return acc;
+}, []));
+if (!args.model) {
+  process.stderr.write("usage: infer.mjs --model M.onnx [--input in.jsonl|-] [--output out.jsonl|-]\n");
+  process.exit(2);
+}
+try {
+  const clf = await load(args.model);
+  const raw = readFileSync(!args.input || args.input === "-" ? 0 : args.input, "utf-8");
+  const lines = raw.split("\n");
+  if (lines.length && lines[lines.length - 1] === "") lines.pop();
+  const inputs = lines.map((line) => (line.trim() ? JSON.parse(line) : { text: "" }));
+  const rows = await clf.classify(inputs);
+  const out = rows.map((r) => JSON.stringify(r) + "\n").join("");
+  if (!args.output || args.output === "-") process.stdout.write(out);
+  else writeFileSync(args.output, out);
+} catch (err) {
+  process.stderr.write(`error: ${err.message}\n`);
+  process.exit(1);
+}
