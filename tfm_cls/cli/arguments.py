@@ -5,6 +5,7 @@ of the size flags. Imports nothing heavy: every `--help` builds these."""
 from __future__ import annotations
 
 import argparse
+import math
 from typing import Any
 
 from tfm_cls.errors import InputError
@@ -33,6 +34,18 @@ def positive(value: str) -> int:
     number = int(value)
     if number < 1:
         raise argparse.ArgumentTypeError(f"expected a positive integer, got {value}")
+    return number
+
+
+def positive_number(value: str) -> float:
+    """An argparse type: a finite number above 0 (a budget such as `--minutes`); `nan`, `inf`, 0 and
+    negatives are usage errors (one `error:` line, exit 2) before any work."""
+    try:
+        number = float(value)
+    except ValueError:
+        number = math.nan
+    if not (math.isfinite(number) and number > 0):
+        raise argparse.ArgumentTypeError(f"expected a finite positive number, got {value!r}")
     return number
 
 
