@@ -26,7 +26,7 @@ from urllib.parse import urlparse
 from datasets import ClassLabel, Dataset, DatasetDict, load_dataset
 
 from tfm_cls.config import BBC_CORPUS, DataConfig
-from tfm_cls.data.targets import targets_of
+from tfm_cls.data.targets import row_place, targets_of
 from tfm_cls.errors import DataError
 
 logger = logging.getLogger(__name__)
@@ -170,22 +170,26 @@ def hub_reachable(timeout: float = 3.0) -> bool:
 
 
 def _offline_help(cfg: DataConfig, reason: str) -> str:
+    """One line: the hub dataset that could not be loaded, why, and how to use local files instead."""
+    name = cfg.name + (f" (config {cfg.config_name!r})" if cfg.config_name else "")
     return (
-        f"cannot load hub dataset {cfg.name!r}: {reason}. Use local files instead: "
-        "data.path=FOLDER (with train.jsonl / validation.jsonl / test.jsonl and optionally labels.json, "
-        "e.g. data.path=../shared/data/trec) or data.path=FILE.{jsonl,csv,parquet}"
+        f"hub dataset {name!r} could not be loaded from the Hugging Face hub {reason}. Use local files instead: "
+        "a folder with train.jsonl / validation.jsonl / test.jsonl and optionally labels.json (tfm-cls train "
+        "--data FOLDER, or data.path=FOLDER, e.g. data.path=../shared/data/trec) or data.path=FILE.{jsonl,csv,parquet}"
     )
 
 
 def _load_hub(cfg: DataConfig) -> tuple[DatasetDict, None, str]:
     offline = _truthy("HF_HUB_OFFLINE") or _truthy("HF_DATASETS_OFFLINE")
     if not offline and not hub_reachable():
-        raise DataError(_offline_help(cfg, "the Hugging Face hub is unreachable"))
+        raise DataError(_offline_help(cfg, "(offline?): the hub is unreachable"))
     try:
         dsd = load_dataset(cfg.name, cfg.config_name)
-    except Exception as err:
-        reason = "offline mode (HF_HUB_OFFLINE) and not in the local cache" if offline else str(err)[:300]
-        raise DataError(_offline_help(cfg, reason)) from err
+    except (ConnectionError, TimeoutError) as err:  # datasets' "Couldn't reach ... on the Hub"
+        reason = "offline mode (HF_HUB_OFFLINE) and not in the local cache" if offline else " ".join(str(err).split())[:300]
+        raise DataError(_offline_help(cfg, f"(offline?): {reason}")) from err
+    except Exception as err:  # no such dataset or config, a script that fails: its own words
+        raise DataError(_offline_help(cfg, f"({type(err).__name__}: {' '.join(str(err).split())[:300]})")) from err
     if not isinstance(dsd, DatasetDict):
         dsd = DatasetDict(train=dsd)
     renamed = {}
@@ -282,8 +286,10 @@ def _carve(train: Dataset, fraction: float, seed: int, what: str, source: str) -
     return parts["train"], parts["test"]
 
 
-def load_data(cfg: DataConfig) -> ClassificationData:
-    """Load, check and split the configured dataset (see DataConfig)."""
+def read_source(cfg: DataConfig) -> tuple[DatasetDict, Path | None, str]:
+    """The configured dataset's splits with their raw columns (hub splits renamed train /
+    validation / test), the labels.json beside local data (or None) and where the data came from:
+    what load_data reads before it checks anything."""
     if cfg.path:
         dsd, labels_file, source = _load_local(cfg)
     elif cfg.name == BBC_CORPUS:
@@ -297,7 +303,13 @@ def load_data(cfg: DataConfig) -> ClassificationData:
         dsd, labels_file, source = _load_hub(cfg)
     if len(dsd["train"]) == 0:
         raise DataError(f"{source}: the training split is empty")
-    dsd, names = _columns_and_labels(dsd, cfg, source, labels_file)
+    return dsd, labels_file, source
+
+
+def load_data(cfg: DataConfig) -> ClassificationData:
+    """Load, check and split the configured dataset (see DataConfig)."""
+    dsd, labels_file, source = read_source(cfg)
+    dsd, names = columns_and_labels(dsd, cfg, source, labels_file)
     train, carved = dsd["train"], []
     splits = {}
     if "test" in dsd:
@@ -323,7 +335,7 @@ def load_data(cfg: DataConfig) -> ClassificationData:
     return ClassificationData(splits=result, labels=names, source=source, carved=carved)
 
 
-def _columns_and_labels(
+def columns_and_labels(
     dsd: DatasetDict, cfg: DataConfig, source: str, labels_file: Path | None = None,
     given_names: list[str] | None = None,
 ) -> tuple[DatasetDict, list[str]]:
@@ -348,7 +360,7 @@ def data_from_rows(
         if rows is not None and len(rows) == 0:
             raise DataError(f"{source}: the {split} split is empty (no rows)")
     dsd = DatasetDict({split: Dataset.from_list(list(rows)) for split, rows in given.items() if rows is not None})
-    dsd, names = _columns_and_labels(dsd, cfg, source, given_names=labels)
+    dsd, names = columns_and_labels(dsd, cfg, source, given_names=labels)
     if cfg.max_train_samples is not None and cfg.max_train_samples < len(dsd["train"]):
         dsd["train"] = dsd["train"].shuffle(seed=cfg.split_seed).select(range(cfg.max_train_samples))
     logger.info("data %s: %s examples, %d classes", source, {k: len(v) for k, v in dsd.items()}, len(names))
@@ -405,7 +417,7 @@ def _second_texts(ds: Dataset, column: str, where: str) -> Dataset:
     for row, value in enumerate(values, 1):
         if value is None or not str(value).strip():
             raise DataError(
-                f"{where}, row {row}: the pair's second text ({column!r}) is missing or empty; "
+                f"{row_place(where, row)}: the pair's second text ({column!r}) is missing or empty; "
                 "every example of a sentence-pair task needs both texts"
             )
     return ds.remove_columns(column).add_column("text_pair", [str(v) for v in values])

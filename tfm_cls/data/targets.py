@@ -12,6 +12,7 @@ file and row and what was expected.
 
 from __future__ import annotations
 
+import csv
 import json
 import logging
 from pathlib import Path
@@ -44,6 +45,32 @@ def read_label_names(path: Path) -> list[str]:
     return names
 
 
+def row_place(where: str, row: int) -> str:
+    """Where the `row`-th example (1-based) of a split is, for a message: `FILE, line N` in a JSON
+    Lines or CSV file (the line it starts on; blank lines and the CSV header counted as the readers
+    skip them), else `WHERE, row N` (Parquet, a JSON array, a hub split, rows in memory)."""
+    path = Path(where)
+    if path.suffix in (".jsonl", ".csv") and path.is_file():
+        with open(path, encoding="utf-8", errors="replace", newline="") as f:
+            if path.suffix == ".jsonl":
+                rows = (number for number, line in enumerate(f, 1) if line.strip())
+            else:
+                reader = csv.reader(f)
+                next(reader, None)  # the header
+
+                def starts():  # the line each record starts on (a quoted cell may span lines)
+                    start = reader.line_num + 1
+                    for record in reader:
+                        if record:
+                            yield start
+                        start = reader.line_num + 1
+
+                rows = starts()
+            for number, line in enumerate(rows, 1):
+                if number == row:
+                    return f"{where}, line {line}"
+    return f"{where}, row {row}"
+
 
 def _is_integer_like(value: Any) -> bool:
     if isinstance(value, (int, np.integer)) and not isinstance(value, bool):
@@ -52,19 +79,22 @@ def _is_integer_like(value: Any) -> bool:
 
 
 
-def _refuse_mixed_labels(values: dict[str, list[Any]], source: str) -> None:
+def _refuse_mixed_labels(values: dict[str, list[Any]], where: dict[str, str]) -> None:
     """Without labels.json, integer labels (0, "1") and names ("sports") in one dataset would
-    silently become different classes (`0` and `"sports"` may be the same): refuse, showing both."""
+    silently become different classes (`0` and `"sports"` may be the same): refuse, showing both
+    and where the first label of the kind with fewer distinct values is."""
     numbers: dict[str, Any] = {}
     names: dict[str, Any] = {}
     for split, vals in values.items():
-        for v in vals:
-            (numbers if _is_integer_like(v) else names).setdefault(repr(v), (split, v))
+        for row, v in enumerate(vals, 1):
+            (numbers if _is_integer_like(v) else names).setdefault(repr(v), (split, v, row))
     if numbers and names:
-        show = lambda d: ", ".join(f"{v!r} ({split})" for split, v in list(d.values())[:5])  # noqa: E731
+        show = lambda d: ", ".join(f"{v!r} ({split})" for split, v, _ in list(d.values())[:5])  # noqa: E731
+        split, value, row = next(iter((numbers if len(numbers) <= len(names) else names).values()))
         raise DataError(
-            f"{source}: labels mix integers ({show(numbers)}) and names ({show(names)}); use one kind, or add a "
-            "labels.json (class names in index order) beside the data so integers are indices into it"
+            f"{row_place(where[split], row)}: label {value!r}: labels mix integers ({show(numbers)}) and names "
+            f"({show(names)}); use one kind, or add a labels.json (class names in index order) beside the data so "
+            "integers are indices into it"
         )
 
 
@@ -82,9 +112,12 @@ class ClassTargets:
         feature = dsd["train"].features["label"]
         values = {split: ds["label"] for split, ds in dsd.items()}
         for split, vals in values.items():
-            bad = [v for v in vals if v is None or (isinstance(v, (int, np.integer)) and v < 0)]
+            bad = [row for row, v in enumerate(vals, 1) if v is None or (isinstance(v, (int, np.integer)) and v < 0)]
             if bad:
-                raise DataError(f"{source} ({split} split): {len(bad)} example(s) without a label (e.g. {bad[0]!r})")
+                raise DataError(
+                    f"{row_place(where[split], bad[0])}: no label ({vals[bad[0] - 1]!r}); expected a class name or id "
+                    f"for every example ({len(bad)} example(s) without a label in the {split} split)"
+                )
         if isinstance(feature, ClassLabel):
             names, to_id = list(feature.names), None
         elif labels_file is not None or given_names is not None:
@@ -92,7 +125,7 @@ class ClassTargets:
             to_id = {name: i for i, name in enumerate(names)}
             to_id.update({i: i for i in range(len(names))})
         else:
-            _refuse_mixed_labels(values, source)
+            _refuse_mixed_labels(values, where)
             distinct = sorted(set(values["train"]), key=lambda v: (isinstance(v, str), v))
             names = [str(v) for v in distinct]
             to_id = {v: i for i, v in enumerate(distinct)}
@@ -102,23 +135,27 @@ class ClassTargets:
                 if unknown:
                     known = (f"{labels_file}" if labels_file is not None
                              else "the given labels" if given_names is not None else "the training split")
+                    row = next(row for row, v in enumerate(vals, 1) if v not in to_id)
                     raise DataError(
-                        f"{source} ({split} split): label(s) {unknown[:10]} not in the classes of {known} ({names[:20]})"
+                        f"{row_place(where[split], row)}: label {vals[row - 1]!r} is not a class ({split} split): "
+                        f"label(s) {unknown[:10]} not in the classes of {known} ({names[:20]})"
                     )
             values = {split: [to_id[v] for v in vals] for split, vals in values.items()}
         seen = set(values["train"])
         if len(seen) < 2:
             raise DataError(
-                f"{source} (train split): only {len(seen)} class ({[names[i] for i in seen]}) in {len(values['train'])} "
+                f"{where['train']}: only {len(seen)} class ({[names[i] for i in seen]}) in {len(values['train'])} "
                 "examples; a classifier needs at least two classes (check data.label_column and the data)"
             )
         for split in ("validation", "test"):
             if split in values:
                 unseen = sorted(set(values[split]) - seen)
                 if unseen:
+                    row = next(row for row, v in enumerate(values[split], 1) if v not in seen)
                     raise DataError(
-                        f"{source} ({split} split): label(s) {[names[i] for i in unseen]} never occur in the training split; "
-                        "the model could not learn them"
+                        f"{row_place(where[split], row)}: label {names[values[split][row - 1]]!r} ({split} split): "
+                        f"label(s) {[names[i] for i in unseen]} never occur in the training split; the model could "
+                        "not learn them"
                     )
         class_label = ClassLabel(names=names)
         out = {}
@@ -178,12 +215,12 @@ def _multi_hot(values: list[Any], names: list[str], cfg: DataConfig, where: str)
                 ids.append(int(item))
             else:
                 raise DataError(
-                    f"{where}, row {row}: unknown label {item!r}; expected a name of {names[:30]} "
+                    f"{row_place(where, row)}: unknown label {item!r}; expected a name of {names[:30]} "
                     f"or an id in 0..{len(names) - 1}"
                 )
         if not ids and not cfg.allow_empty_labels:
             raise DataError(
-                f"{where}, row {row}: empty label list; every multi-label example needs at least one label "
+                f"{row_place(where, row)}: empty label list; every multi-label example needs at least one label "
                 "(or set data.allow_empty_labels=true)"
             )
         hot = [0] * len(names)
@@ -202,14 +239,15 @@ def _floats(values: list[Any], where: str) -> list[float]:
         except (TypeError, ValueError):
             number = float("nan")
         if not np.isfinite(number):
-            raise DataError(f"{where}, row {row}: regression target {value!r} is not a finite number")
+            raise DataError(f"{row_place(where, row)}: regression target {value!r} is not a finite number; expected "
+                            "a real number for every example")
         out.append(number)
     return out
 
 
 
 def _multi_label_names(
-    dsd: DatasetDict, cfg: DataConfig, labels_file: Path | None, source: str, given_names: list[str] | None = None,
+    dsd: DatasetDict, cfg: DataConfig, labels_file: Path | None, where: str, given_names: list[str] | None = None,
 ) -> list[str]:
     """Label names: `given_names`, labels.json, else a ClassLabel-of-a-list feature, else every name in train, sorted."""
     if given_names is not None:
@@ -220,11 +258,15 @@ def _multi_label_names(
     inner = getattr(feature, "feature", None)
     if isinstance(inner, ClassLabel):
         return list(inner.names)
-    seen = {item for value in dsd["train"]["label"] for item in _label_names_of(value, cfg.label_delimiter)}
-    if any(not isinstance(v, str) for v in seen):
-        raise DataError(
-            f"{source}: multi-label ids without label names; put a labels.json (the names in id order) beside the data"
-        )
+    seen = set()
+    for row, value in enumerate(dsd["train"]["label"], 1):
+        for item in _label_names_of(value, cfg.label_delimiter):
+            if not isinstance(item, str):
+                raise DataError(
+                    f"{row_place(where, row)}: label id {item!r} without label names; put a labels.json (the names "
+                    "in id order) beside the data, or give the names"
+                )
+            seen.add(item)
     return sorted(seen)
 
 
@@ -232,9 +274,9 @@ def _multi_label_names(
 class LabelSetTargets:
     """multi_label: a set of labels per example."""
 
-    def names(self, dsd: DatasetDict, cfg: DataConfig, labels_file: Path | None, source: str,
+    def names(self, dsd: DatasetDict, cfg: DataConfig, labels_file: Path | None, where: str,
               given_names: list[str] | None) -> list[str]:
-        return _multi_label_names(dsd, cfg, labels_file, source, given_names)
+        return _multi_label_names(dsd, cfg, labels_file, where, given_names)
 
     def column(self, ds: Dataset, cfg: DataConfig, names: list[str], where: str) -> Dataset:
         """Replace `label` by multi-hot [C] ints."""
@@ -248,7 +290,7 @@ class LabelSetTargets:
     ) -> tuple[DatasetDict, list[str]]:
         """Targets checked row by row; the names: the labels (multi_label) or the label column's
         name (regression, one output)."""
-        names = self.names(dsd, cfg, labels_file, source, given_names)
+        names = self.names(dsd, cfg, labels_file, where["train"], given_names)
         out = {split: self.column(ds, cfg, names, where[split]) for split, ds in dsd.items()}
         self.check(out["train"], names, source)
         return DatasetDict(out), names
@@ -267,7 +309,7 @@ class LabelSetTargets:
 class ValueTargets(LabelSetTargets):
     """regression: one number per example; the one "label" is the label column's name."""
 
-    def names(self, dsd: DatasetDict, cfg: DataConfig, labels_file: Path | None, source: str,
+    def names(self, dsd: DatasetDict, cfg: DataConfig, labels_file: Path | None, where: str,
               given_names: list[str] | None) -> list[str]:
         return [cfg.label_column]
 

@@ -1,4 +1,5 @@
-"""What a data folder holds, read before anything is trained: `profile_data(folder)`.
+"""What a data folder (or a Hugging Face hub dataset) holds, read before anything is trained:
+`profile_data(folder)`, `profile_data(DataConfig(name="ag_news", path=None))`.
 
     DataProfile  the task type and why, the columns, the labels and how often each occurs, the
                  splits given, the texts' lengths in the pretrained encoder's tokens and the share
@@ -7,21 +8,26 @@
 The columns and the task type come from the training file itself: the label column is the one
 named like a label (`label`, `labels`, `target`, ...), else the only column that holds no text;
 its values say the task (an int or a string: single-label; a list: multi-label; a float:
-regression, unless every value is a whole number); two text columns are sentence pairs. Data that
-cannot be trained on (one label only, every text empty, labels that are mappings, a class with one
-example) is a DataError naming the file, before anything is written.
+regression, unless every value is a whole number); two text columns are sentence pairs. Every split
+is then read as training will read it, through training's own checks (tfm_cls.data.sources
+`columns_and_labels`: a missing label, a label outside labels.json or never seen in training, a
+target that is not a finite number, a pair without its second text, ... each a DataError naming the
+file and line), so what the profile passes, training accepts; the label names and counts are those
+training gets. Data the recipe cannot train on beyond that (every text empty, labels that are
+mappings, a class with one example, one regression value) is refused here too, before anything is
+written.
 """
 
 from __future__ import annotations
 
 import dataclasses
 import logging
-import math
 import random
 from collections import Counter
 from pathlib import Path
 from typing import Any
 
+from tfm_cls.config import DataConfig
 from tfm_cls.errors import DataError
 
 logger = logging.getLogger(__name__)
@@ -64,6 +70,9 @@ class DataProfile:
     """Share of the encoder's tokens that are [UNK] over the sample (None: no pretrained tokenizer)."""
     unlabelled: int = 0
     """Multi-label: training rows with an empty list of labels."""
+    source: dict[str, Any] = dataclasses.field(default_factory=dict)
+    """The data.* keys that say where the data are: {path} for a local folder; {name, config_name,
+    train_split, validation_split, test_split} for a hub dataset (`folder` is then its id)."""
 
     @property
     def pairs(self) -> bool:
@@ -95,11 +104,30 @@ class DataProfile:
         return lines
 
 
-def _raw_splits(folder: Path) -> tuple[Any, dict[str, Path]]:
-    """The folder's split files as one DatasetDict of their raw columns (the reader of training)."""
-    from tfm_cls.data.sources import read_split_files
+HUB_KEYS = ("name", "config_name", "train_split", "validation_split", "test_split")
+"""The DataConfig keys that name a hub dataset and its splits."""
 
-    return read_split_files(folder)
+
+def _source_keys(source: DataConfig) -> dict[str, Any]:
+    if source.path:
+        return {"path": source.path}
+    return {key: getattr(source, key) for key in HUB_KEYS}
+
+
+def _raw_splits(source: DataConfig) -> tuple[Any, dict[str, str], Path | None, str]:
+    """The splits as one DatasetDict of their raw columns (training's reader), split -> what each
+    was read from, the labels.json beside local data (or None), and the source as training names
+    it in its messages."""
+    from tfm_cls.data.sources import read_source, read_split_files
+
+    if source.path:
+        folder = Path(source.path)
+        dsd, files = read_split_files(folder)
+        labels_file = folder / "labels.json"
+        return dsd, {k: str(v) for k, v in files.items()}, labels_file if labels_file.is_file() else None, str(folder)
+    dsd, labels_file, where = read_source(source)
+    hub_split = {"train": source.train_split, "validation": source.validation_split, "test": source.test_split}
+    return dsd, {split: f"{source.name}[{hub_split[split]}]" for split in dsd}, labels_file, where
 
 
 def _kind(value: Any) -> str:
@@ -186,36 +214,18 @@ def _task(kind: str, values: list[Any], column: str, file: Path) -> tuple[str, s
                     "id or name, a list of them (multi-label) or a number (regression)")
 
 
-def _labels_and_counts(task: str, values: list[Any], names_file: Path, file: Path) -> tuple[list[str], list[int]]:
-    """Label names in index order and the training examples of each (multi-label: rows holding it)."""
+def _counts(task: str, targets: list[Any], names: list[str], file: str) -> list[int]:
+    """Training examples of each label (multi-label: rows holding it) from the targets as training
+    encoded them; what training accepts but the recipe cannot learn from is refused."""
     if task == "regression":
-        finite = [float(v) for v in values if v is not None and math.isfinite(float(v))]
-        if len(set(finite)) < 2:
-            raise DataError(f"{file}: every regression target is the same ({finite[:1]}); nothing to learn")
-        return [], []
-    from tfm_cls.data.targets import read_label_names  # the training side's reader: the same checks
-
-    given = read_label_names(names_file) if names_file.is_file() else None
-    seen: Counter = Counter()
-    for value in values:
-        items = value if isinstance(value, (list, tuple)) else [value]
-        seen.update(items if task == "multi_label" else items[:1])
-    seen.pop(None, None)
-    if given is not None:
-        names = [str(n) for n in given]
-        index = {**{i: i for i in range(len(names))}, **{n: i for i, n in enumerate(names)}}
-    elif all(isinstance(k, int) for k in seen):
-        names = [str(i) for i in range(max(seen) + 1)] if seen else []
-        index = {i: i for i in range(len(names))}
+        if len(set(targets)) < 2:
+            raise DataError(f"{file}: every regression target is the same ({targets[:1]}); nothing to learn")
+        return []
+    if task == "multi_label":
+        counts = [sum(column) for column in zip(*targets)] if targets else [0] * len(names)
     else:
-        names = sorted(str(k) for k in seen)
-        index = {n: i for i, n in enumerate(names)}
-    counts = [0] * len(names)
-    for key, n in seen.items():
-        i = index.get(key if not isinstance(key, float) else int(key))
-        if i is None:
-            raise DataError(f"{file}: label {key!r} is not one of the names in {names_file.name} ({names[:10]}...)")
-        counts[i] += n
+        seen = Counter(targets)
+        counts = [seen.get(i, 0) for i in range(len(names))]
     present = [n for n, c in zip(names, counts) if c > 0]
     if len(present) < 2:
         raise DataError(f"{file}: every training example has the label {present[0] if present else None!r}; a "
@@ -225,7 +235,7 @@ def _labels_and_counts(task: str, values: list[Any], names_file: Path, file: Pat
         if alone:
             raise DataError(f"{file}: {len(alone)} class(es) with a single training example ({', '.join(alone[:10])}); "
                             "give at least 2 examples of every class, or remove the class")
-    return names, counts
+    return counts
 
 
 def _token_lengths(texts: list[str], pairs: list[str] | None) -> tuple[dict[str, int], float | None]:
@@ -248,10 +258,14 @@ def _token_lengths(texts: list[str], pairs: list[str] | None) -> tuple[dict[str,
     return {"p50": at(0.5), "p95": at(0.95), "p99": at(0.99), "max": lengths[-1]}, unknown / max(tokens, 1)
 
 
-def profile_data(folder: str | Path, seed: int = 0) -> DataProfile:
-    """Read the folder's training file (and the sizes of the others) and say what it holds."""
-    folder = Path(folder).expanduser()
-    dsd, files = _raw_splits(folder)
+def profile_data(data: str | Path | DataConfig, seed: int = 0) -> DataProfile:
+    """Read the training split (and every split through training's checks) and say what it holds.
+    `data`: a local folder, or a DataConfig naming one (`path`) or a hub dataset (`name`, with
+    `config_name` and the split names)."""
+    from tfm_cls.data.sources import columns_and_labels
+
+    source = data if isinstance(data, DataConfig) else DataConfig(path=str(Path(data).expanduser()))
+    dsd, files, labels_file, where = _raw_splits(source)
     train_file = files["train"]
     train = dsd["train"]
     rows = [train[i] for i in range(min(len(train), PROFILE_ROWS))]
@@ -260,17 +274,21 @@ def profile_data(folder: str | Path, seed: int = 0) -> DataProfile:
     text, pair = _text_columns(kinds, label, train_file)
     values = train[label]
     task, reason = _task(kinds[label], values, label, train_file)
-    names, counts = _labels_and_counts(task, values, folder / "labels.json", train_file)
-    texts = ["" if t is None else str(t) for t in train[text]]
+    unlabelled = sum(isinstance(v, (list, tuple)) and not v for v in values) if task == "multi_label" else 0
+    as_trained = DataConfig(**_source_keys(source), task=task, text_columns=[text], label_column=label,
+                            text_pair_column=pair, allow_empty_labels=unlabelled > 0)  # what the plan will set
+    encoded, names = columns_and_labels(dsd, as_trained, where, labels_file)  # training's checks, every split
+    counts = _counts(task, encoded["train"]["label"], names if task != "regression" else [], train_file)
+    texts = encoded["train"]["text"]
     empty = sum(not t.strip() for t in texts)
     if empty == len(texts):
         raise DataError(f"{train_file}: every text in column {text!r} is empty")
     sample = random.Random(seed).sample(range(len(texts)), min(len(texts), PROFILE_ROWS))
-    second = None if pair is None else ["" if t is None else str(t) for t in train[pair]]
+    second = encoded["train"]["text_pair"] if pair is not None else None
     lengths, unk_share = _token_lengths([texts[i] for i in sample], None if second is None else [second[i] for i in sample])
     return DataProfile(
-        folder=str(folder), files={k: str(v) for k, v in files.items()}, text_column=text, text_pair_column=pair,
-        label_column=label, task=task, task_reason=reason, labels=names, counts=counts,
-        sizes={k: len(v) for k, v in dsd.items()}, empty_texts=empty, lengths=lengths, unk_share=unk_share,
-        unlabelled=sum(isinstance(v, (list, tuple)) and not v for v in values) if task == "multi_label" else 0,
+        folder=str(source.path or source.name), files=files, text_column=text, text_pair_column=pair,
+        label_column=label, task=task, task_reason=reason, labels=names if task != "regression" else [],
+        counts=counts, sizes={k: len(v) for k, v in dsd.items()}, empty_texts=empty, lengths=lengths,
+        unk_share=unk_share, unlabelled=unlabelled, source=_source_keys(source),
     )

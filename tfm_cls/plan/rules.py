@@ -128,8 +128,11 @@ def regime_of(profile: DataProfile, pretrained: bool) -> str:
 
 
 def _data(c: _Choices, profile: DataProfile, carve: bool) -> None:
-    c.set(f"the folder given ({', '.join(profile.files)}); the run is named after it (runs/<name>)",
-          name=_run_name(profile.folder), data__path=profile.folder, data__task=profile.task)
+    source = profile.source or {"path": profile.folder}
+    given = "the folder given" if source.get("path") else "the Hugging Face dataset given"
+    c.set(f"{given} ({', '.join(profile.files)}); the run is named after it (runs/<name>)",
+          name=_run_name(profile.folder), **{f"data__{key}": value for key, value in source.items()},
+          data__task=profile.task)
     c.set("the columns found in the training file", data__text_columns=[profile.text_column],
           data__label_column=profile.label_column)
     if profile.pairs:

@@ -47,14 +47,14 @@ def test_multi_label_names_without_labels_json_are_the_sorted_training_names(tmp
 def test_unknown_label_name_names_the_row_and_the_file(tmp_path):
     rows = [{"text": "x", "labels": ["animals"]}, {"text": "y", "labels": ["food", "weather"]}]
     folder = _folder(tmp_path, rows, T.TOPICS)
-    with pytest.raises(DataError, match=r"train\.jsonl, row 2: unknown label 'weather'"):
+    with pytest.raises(DataError, match=r"train\.jsonl, line 2: unknown label 'weather'"):
         load_data(DataConfig(path=str(folder), task="multi_label", label_column="labels"))
 
 
 def test_empty_label_list_is_an_error_unless_allowed(tmp_path):
     rows = [{"text": "x", "labels": ["animals"]}, {"text": "y", "labels": []}]
     folder = _folder(tmp_path, rows, T.TOPICS)
-    with pytest.raises(DataError, match=r"train\.jsonl, row 2: empty label list.*allow_empty_labels"):
+    with pytest.raises(DataError, match=r"train\.jsonl, line 2: empty label list.*allow_empty_labels"):
         load_data(DataConfig(path=str(folder), task="multi_label", label_column="labels"))
     data = load_data(DataConfig(path=str(folder), task="multi_label", label_column="labels", allow_empty_labels=True))
     assert data.splits["train"]["label"][1] == [0, 0, 0]
@@ -64,7 +64,7 @@ def test_non_numeric_regression_target_names_the_row_and_the_file(tmp_path):
     good = [{"text": "a", "score": 1.5}, {"text": "b", "score": 2}]
     bad = [{"text": "a", "score": "1.5"}, {"text": "b", "score": "high"}]
     folder = _folder(tmp_path, bad)  # a column of strings: numbers among them are accepted, "high" is not
-    with pytest.raises(DataError, match=r"train\.jsonl, row 2: regression target 'high' is not a finite number"):
+    with pytest.raises(DataError, match=r"train\.jsonl, line 2: regression target 'high' is not a finite number"):
         load_data(DataConfig(path=str(folder), task="regression", label_column="score"))
     data = load_data(DataConfig(path=str(_folder(tmp_path / "ok", good)), task="regression", label_column="score"))
     assert data.labels == ["score"] and data.splits["train"]["label"] == [1.5, 2.0]
@@ -73,11 +73,11 @@ def test_non_numeric_regression_target_names_the_row_and_the_file(tmp_path):
 def test_pair_row_missing_its_second_text_names_the_row_and_the_file(tmp_path):
     rows = [{"a": "one", "b": "two", "label": 0}, {"a": "three", "b": "", "label": 1}]
     folder = _folder(tmp_path, rows)
-    with pytest.raises(DataError, match=r"train\.jsonl, row 2: the pair's second text \('b'\) is missing"):
+    with pytest.raises(DataError, match=r"train\.jsonl, line 2: the pair's second text \('b'\) is missing"):
         load_data(DataConfig(path=str(folder), text_columns=["a"], text_pair_column="b"))
     rows[1]["b"] = None
     folder = _folder(tmp_path / "none", rows)
-    with pytest.raises(DataError, match=r"row 2: the pair's second text"):
+    with pytest.raises(DataError, match=r"line 2: the pair's second text"):
         load_data(DataConfig(path=str(folder), text_columns=["a"], text_pair_column="b"))
 
 

@@ -78,7 +78,7 @@ def test_without_the_pretrained_encoder_the_recipe_trains_from_scratch(tmp_path,
 
 
 @pytest.mark.parametrize("rows, message", [
-    ([{"text": f"text {i}", "label": "a"} for i in range(10)], "at least two labels"),
+    ([{"text": f"text {i}", "label": "a"} for i in range(10)], "at least two classes"),
     ([{"text": " ", "label": i % 2} for i in range(10)], "every text in column 'text' is empty"),
     ([{"text": f"text {i}", "label": {"x": 1}} for i in range(10)], "holds mappings"),
     ([{"text": f"text {i}", "label": "a" if i < 9 else "b"} for i in range(10)], "single training example (b)"),
