@@ -73,8 +73,8 @@ def data_source(args: argparse.Namespace) -> dict[str, str | None]:
         return {}
     if Path(args.data).expanduser().exists():
         if hub_options:
-            raise DataError(f"--data {args.data} is a local path; {' and '.join(hub_options)} apply to a hub dataset "
-                            "id only (a folder's splits are its files: train.*, validation.*, test.*)")
+            raise DataError(f"--data {args.data} is a local path, and {' and '.join(hub_options)} name a hub dataset's "
+                            "config and splits (a folder's splits are its files: train.*, validation.*, test.*)")
         return {"path": str(Path(args.data).expanduser())}
     if not HUB_ID.fullmatch(args.data):
         raise DataError(f"--data {args.data}: no such file or folder, and not a Hugging Face dataset id "
@@ -88,34 +88,33 @@ def _yaml(value: str | None) -> str:
 
 
 def resolve(args: argparse.Namespace):
-    """The ClassifierConfig of the command line: the recipe's for --data alone, else the config
-    (default preset bbc) with --data as its data source."""
+    """The ClassifierConfig of the command line and the data it trains on: the recipe's config for
+    --data alone, with the data read and checked as training reads them; else the config (default
+    preset bbc) with --data as its data source, and None (training reads them)."""
     from tfm_cls.config import ClassifierConfig, DataConfig, load_config
 
     source = data_source(args)
     if source and not args.config:
+        from tfm_cls.data.sources import load_data
         from tfm_cls.plan import plan_run, profile_data
 
         quiet_datasets()
         plan = plan_run(profile_data(DataConfig(**source)), minutes=args.minutes)
+        cfg = plan.config(args.overrides)
+        # What training would refuse (the planned carves and the overrides included) is refused
+        # now, with training's error, before anything is printed or written.
+        data = load_data(cfg.data)
         for line in plan.describe():
             (print if args.explain else logger.info)(line)
-        return plan.config(args.overrides)
+        return cfg, data
     if args.explain:
         raise ConfigError("--explain describes the recipe's choices: give --data DIR (or a hub dataset id) without --config")
     overrides = [*(f"data.{key}={_yaml(value)}" for key, value in source.items()), *args.overrides]
-    return load_config(ClassifierConfig, args.config or "bbc", overrides)  # a bad config fails before torch loads
+    return load_config(ClassifierConfig, args.config or "bbc", overrides), None  # a bad config fails before torch
 
 
 def run(args: argparse.Namespace) -> int:
-    cfg = resolve(args)
-    data = None
-    if args.data and not args.config:
-        # The recipe's data read as training reads them, with the planned config (carves included):
-        # what training would refuse is refused now, with the same error, before anything is written.
-        from tfm_cls.data.sources import load_data
-
-        data = load_data(cfg.data)
+    cfg, data = resolve(args)
     if args.explain:
         return 0
     from tfm_cls.classify.heads import head_for

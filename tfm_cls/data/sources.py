@@ -171,9 +171,9 @@ def hub_reachable(timeout: float = 3.0) -> bool:
 
 def _offline_help(cfg: DataConfig, reason: str) -> str:
     """One line: the hub dataset that could not be loaded, why, and how to use local files instead."""
-    name = cfg.name + (f" (config {cfg.config_name!r})" if cfg.config_name else "")
+    name = repr(cfg.name) + (f" (config {cfg.config_name!r})" if cfg.config_name else "")
     return (
-        f"hub dataset {name!r} could not be loaded from the Hugging Face hub {reason}. Use local files instead: "
+        f"hub dataset {name} could not be loaded from the Hugging Face hub {reason}. Use local files instead: "
         "a folder with train.jsonl / validation.jsonl / test.jsonl and optionally labels.json (tfm-cls train "
         "--data FOLDER, or data.path=FOLDER, e.g. data.path=../shared/data/trec) or data.path=FILE.{jsonl,csv,parquet}"
     )
