@@ -106,7 +106,7 @@ def test_train_data_refuses_bad_data_in_one_line_and_writes_nothing(tmp_path):
     data = write_dataset(tmp_path / "bad", {"train": [{"text": f"t {i}", "label": "a"} for i in range(10)]})
     proc = _cli("train", "--data", str(data), cwd=tmp_path)
     assert proc.returncode == 2
-    assert proc.stderr.strip().splitlines()[-1].startswith(f"error: {data / 'train.jsonl'}: every training example")
+    assert proc.stderr.strip().splitlines()[-1].startswith(f"error: {data / 'train.jsonl'}: only 1 class (['a'])")
     assert "Traceback" not in proc.stderr and not (tmp_path / "runs").exists()
 
 
