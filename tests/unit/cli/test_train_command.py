@@ -164,3 +164,10 @@ def test_an_unreachable_hub_without_offline_mode_is_the_same_line(tmp_path, monk
     (line,) = capsys.readouterr().err.splitlines()
     assert line.startswith("error: hub dataset 'ag_news' (config 'default') could not be loaded from the Hugging Face "
                            "hub (offline?): Couldn't reach 'ag_news' on the Hub")
+
+
+def test_explain_with_a_preset_is_one_line_and_exit_2(tmp_path, monkeypatch, capsys):
+    monkeypatch.chdir(tmp_path)
+    assert cli.main(["train", "--config", "trec", "--explain"]) == 2  # it was exit 1, a bare SystemExit
+    assert capsys.readouterr().err == ("error: --explain describes the recipe's choices: give --data DIR (or a hub "
+                                       "dataset id) without --config\n")
