@@ -12,6 +12,7 @@ float (regression); sentence pairs add a `text_pair` column (`data.text_pair_col
 
 from __future__ import annotations
 
+import csv
 import dataclasses
 import importlib.util
 import json
@@ -117,9 +118,36 @@ def _read(files: dict[str, Path], where: Path) -> DatasetDict:
     except Exception as err:  # parse errors come from pyarrow/pandas deep inside datasets
         for file in files.values():
             first_bad_json_line(file)  # a JSON Lines file: the line that does not parse, named
+        _first_foreign_column(files)  # a split with a column train lacks (datasets cannot cast it), named
         raise DataError(
             f"data.path={where}: could not read {sorted(data_files.values())}: {type(err).__name__}: {err}"
         ) from err
+
+
+def _columns_by_line(file: Path):
+    """(line number, column names) of each record of a JSON Lines file, or of a CSV file's header."""
+    with open(file, encoding="utf-8", errors="replace", newline="") as f:
+        if file.suffix == ".csv":
+            yield 1, next(csv.reader(f), [])
+            return
+        for number, line in enumerate(f, 1):
+            if line.strip():
+                yield number, list(json.loads(line))
+
+
+def _first_foreign_column(files: dict[str, Path]) -> None:
+    """A DataError naming the first line of a validation / test file with a column the training
+    file lacks (a split may lack a column: its cells are then empty); nothing when there is none,
+    or for other formats."""
+    if files["train"].suffix not in (".jsonl", ".csv"):
+        return
+    known = {c for _, columns in _columns_by_line(files["train"]) for c in columns}
+    for file in files.values():
+        for number, columns in _columns_by_line(file):
+            foreign = [c for c in columns if c not in known]
+            if foreign:
+                raise DataError(f"{file}, line {number}: column(s) {foreign} not in {files['train'].name} (its columns: "
+                                f"{sorted(known)}); every split needs the training file's columns") from None
 
 
 def read_split_files(folder: Path) -> tuple[DatasetDict, dict[str, Path]]:

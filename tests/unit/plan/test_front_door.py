@@ -59,6 +59,9 @@ CASES = {
     "an unknown name in a validation label list": (
         {"train": LISTS, "validation": _with(LISTS[:3], 3, {"text": "x", "labels": ["nope"]})}, None,
         {"task": "multi_label", "label_column": "labels"}, "validation.jsonl, line 3", "unknown label 'nope'"),
+    "a validation row with a column train lacks": (
+        {"train": NAMED, "validation": [{"text": "x", "label": "food"}, {"sentence": "y", "label": "food"}]}, None, {},
+        "validation.jsonl, line 2", "column(s) ['sentence'] not in train.jsonl (its columns: ['label', 'text'])"),
     "a pair without its second text": (
         {"train": _with(PAIRS, 8, {"sentence1": "one side", "sentence2": None, "label": 1})}, None,
         {"text_columns": ["sentence1"], "text_pair_column": "sentence2"}, "train.jsonl, line 8",
@@ -90,6 +93,19 @@ def test_a_csv_label_column_mixing_ids_and_names_is_refused_at_its_line(tmp_path
     assert str(by_profile.value) == str(by_training.value)
     # the rarer kind is the names; the first (row 21) is on line 23: the header and a blank line come before
     assert str(by_profile.value).startswith(f"{folder / 'train.csv'}, line 23: label 'animals': labels mix integers")
+
+
+def test_a_csv_split_whose_header_names_another_column_is_refused_at_line_1(tmp_path):
+    folder = tmp_path / "data"
+    folder.mkdir()
+    (folder / "train.csv").write_text("text,label\n" + "".join(f"{r['text']},{r['label']}\n" for r in NAMED))
+    (folder / "test.csv").write_text("sentence,label\nsome words,food\n")
+    with pytest.raises(DataError) as by_training:
+        load_data(DataConfig(path=str(folder)))
+    with pytest.raises(DataError) as by_profile:
+        profile_data(folder)
+    assert str(by_profile.value) == str(by_training.value)
+    assert str(by_profile.value).startswith(f"{folder / 'test.csv'}, line 1: column(s) ['sentence'] not in train.csv")
 
 
 def test_a_csv_row_is_placed_on_the_line_it_starts_on_past_a_quoted_line_break(tmp_path):
