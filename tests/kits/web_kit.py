@@ -14,6 +14,7 @@ import subprocess
 import threading
 from pathlib import Path
 
+import numpy as np
 import onnx
 
 from kits import serve_kit as K
@@ -68,18 +69,38 @@ def with_props(src: Path, dst: Path, changes: dict[str, str | None]) -> Path:
 
 
 def export_models(folder: Path) -> dict[str, Path]:
-    """{kind: .onnx}: three graphs (single-label, multi-label with thresholds, pair regression),
-    and copies of the single-label one whose metadata chunk, cut head+tail or tail, or scale by a
-    temperature (the runtime reads those from the metadata, so no other graph is needed)."""
-    models = K.export_models(folder, regression=True)  # single_label, multi_label, pair, regression, chunked
-    single = models["single_label"]
-    policy = {"tfm_cls.max_length": "12"}
+    """{kind: .onnx}: three graphs (single-label, multi-label with thresholds, a sentence-pair
+    regression), and copies of the single-label one whose metadata chunk (mean of logits; max of
+    probabilities with a temperature), or cut head+tail or tail (the runtime reads those from the
+    metadata, so no other graph is needed). Random weights, serve_kit's tiny shapes."""
+    from tfm_cls.export.exporter import export_classifier
+
+    from tfm_cls.config import TokenizerConfig
+    from tfm_cls.data.tokenizer import train_tokenizer
+    from tfm_cls.runtime.heads import MultiLabel, Regression
+
+    tok = train_tokenizer(K.TEXTS, TokenizerConfig(vocab_size=100, min_frequency=1, max_length=K.MAX_LENGTH))
+    vocab = tok.get_vocab_size()
+
+    def export(name, model, labels, **kw):
+        return export_classifier(model, folder / f"{name}.onnx", tokenizer=tok, labels=labels, max_length=K.MAX_LENGTH,
+                                 **kw)
+
+    single = export("single_label", K.tiny(3, vocab), K.LABELS)
+    models = {
+        "single_label": single,
+        "multi_label": export("multi_label", K.tiny(4, vocab, seed=1), K.ML_LABELS,
+                              head=MultiLabel(thresholds=np.array([0.5, 0.45, 0.55, 0.5]))),
+        "regression": export("regression", K.tiny(1, vocab, type_vocab_size=2, seed=4), ["score"], head=Regression(),
+                             pair=True),
+    }
     variants = {
-        "head_tail": {**policy, "tfm_cls.long_text": LongText(truncation="head+tail").to_json()},  # round(10 * .25) = 2
-        "tail": {**policy, "tfm_cls.long_text": LongText(truncation="tail").to_json()},
+        "chunked": {"tfm_cls.max_length": "10", "tfm_cls.long_text": LongText(chunk=True, stride=2).to_json()},
         "chunked_max": {"tfm_cls.max_length": "10", "tfm_cls.temperature": "1.7",
                         "tfm_cls.long_text": LongText(chunk=True, aggregate="max", scores="probabilities").to_json()},
-    }
+        "head_tail": {"tfm_cls.max_length": "12", "tfm_cls.long_text": LongText(truncation="head+tail").to_json()},
+        "tail": {"tfm_cls.max_length": "12", "tfm_cls.long_text": LongText(truncation="tail").to_json()},
+    }  # head+tail at 12: 10 text tokens, round(10 * 0.25) = 2 (Python's round, half to even)
     for name, changes in variants.items():
         models[name] = with_props(single, folder / f"{name}.onnx", changes)
     return models
@@ -99,7 +120,7 @@ def bad_models(folder: Path, single: Path) -> dict[str, Path]:
 
 def inputs_of(kind: str) -> list[dict]:
     """The JSONL records both runtimes classify (the pair models get a second text each)."""
-    pair = kind in ("pair", "regression")
+    pair = kind == "regression"
     return [{"text": t, **({"text_pair": p} if pair else {})} for t, p in zip(TEXTS, PAIRS)]
 
 

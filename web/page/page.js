@@ -91,7 +91,10 @@ function showRows(texts, rows, ms) {
     else if ("value" in row) top.textContent = `value ${row.value}`;
     else if ("labels" in row) top.textContent = row.labels.join(", ");
     else {
-      top.textContent = row.label;
+      const name = document.createElement("span");
+      name.className = "name";
+      name.textContent = row.label;
+      top.append(name);
       const s = document.createElement("span");
       s.className = "score";
       s.textContent = pct(row.score);

@@ -43,7 +43,7 @@ def node_results(web_dist, web_models, bad_models, expected, tmp_path_factory):
     return rows, {j["kind"]: j["result"] for j in done}
 
 
-KINDS = ["single_label", "multi_label", "pair", "regression", "chunked", "chunked_max", "head_tail", "tail"]
+KINDS = ["single_label", "multi_label", "regression", "chunked", "chunked_max", "head_tail", "tail"]
 
 
 @pytest.mark.parametrize("kind", KINDS)
