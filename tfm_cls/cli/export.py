@@ -21,6 +21,9 @@ def add_parser(subparsers) -> None:
     p.add_argument("--no-verify", action="store_true", help="skip verification against the PyTorch model")
     p.add_argument("--providers", help="comma-separated providers to verify on (default: CPU, plus CUDA if present)")
     p.add_argument("--report", action="store_true", help=REPORT_HELP)
+    p.add_argument("--web", metavar="DIR",
+                   help="also write a static page that runs the model in the browser, offline, into DIR "
+                        "(RUN/model.int8.onnx where it passed its gate; needs `make web-install`)")
     p.set_defaults(func=run)
 
 
@@ -45,4 +48,8 @@ def run(args: argparse.Namespace) -> int:
         quiet_datasets()
         write_report(args.run)
     write_card(args.run)  # the card now says how to run this model.onnx
+    if args.web:
+        from tfm_cls.web_export import web_model, write_web_folder
+
+        write_web_folder(web_model(args.run, path), args.web)
     return 0
