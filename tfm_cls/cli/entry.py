@@ -22,11 +22,13 @@ from tfm_cls.cli import (
     eval,
     export,
     infer,
+    label,
     predict,
     pretrain,
     quantize,
     report,
     serve,
+    suggest,
     train,
     tune,
     verify_onnx,
@@ -36,7 +38,7 @@ from tfm_cls.errors import TfmClsError
 
 # In the order `tfm-cls --help` lists them.
 COMMANDS = (train, pretrain, tune, distill, compress, eval, report, predict, export, verify_onnx, quantize, infer,
-            batch, serve)
+            batch, serve, suggest, label)
 
 
 def build_parser() -> argparse.ArgumentParser:

@@ -29,12 +29,14 @@ logger = logging.getLogger(__name__)
 
 
 def read_label_names(path: Path) -> list[str]:
-    """The class names of a labels.json: a list in index order, or {name: index}."""
+    """The class names of a labels.json: a list in index order, {name: index}, or {name: description}."""
     try:
         names = json.loads(path.read_text(encoding="utf-8"))
     except (OSError, json.JSONDecodeError) as err:
         raise DataError(f"{path}: cannot read class names ({err})") from err
-    if isinstance(names, dict):  # {name: index}
+    if isinstance(names, dict) and names and all(isinstance(v, str) for v in names.values()):
+        names = list(names)  # {name: description} (tfm_cls.suggest.names), in file order
+    elif isinstance(names, dict):  # {name: index}
         names = [name for name, _ in sorted(names.items(), key=lambda kv: kv[1])]
     if not isinstance(names, list) or not names or not all(isinstance(n, str) for n in names):
         raise DataError(f"{path}: expected a JSON list of class names in index order, got {str(names)[:100]}")

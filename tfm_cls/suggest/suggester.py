@@ -1,0 +1,218 @@
+"""Suggest: a pool, what is labelled, and the current model -> the n texts most worth labelling.
+
+    pool texts --vectors--> unit vectors [N, D] (texts the encoder cannot read set aside)
+    labelled texts (never suggested, nor anything within NEAR_DUPLICATE of them)
+    current model: a run, else logistic regression on the labelled vectors, else zero-shot names
+    no labels and no run -> pick.cover (cluster representatives), each with the zero-shot guess
+    otherwise            -> pick.spread_uncertain (the most uncertain text of each of n clusters)
+
+`Suggester` keeps the pool's vectors, so the label page suggests again after each round without
+reading the pool twice."""
+
+from __future__ import annotations
+
+import dataclasses
+import logging
+from collections.abc import Callable
+from typing import Any
+
+import numpy as np
+
+from tfm_cls.errors import InputError
+from tfm_cls.suggest import pick
+from tfm_cls.suggest.guess import Guesses, fit_vectors, zero_shot
+from tfm_cls.suggest.names import LabelNames
+from tfm_cls.suggest.pool import Pool, text_key
+from tfm_cls.suggest.store import Labelled
+
+logger = logging.getLogger(__name__)
+
+UNREADABLE = 0.5
+"""A text whose tokens are more than this share [UNK] is in a script the encoder cannot read."""
+CHUNK = 2048
+"""Texts vectorised at a time (bounded token memory)."""
+
+
+@dataclasses.dataclass
+class Suggestion:
+    text: str
+    line: int
+    """The pool's input line."""
+    reason: str
+    guess: dict[str, Any] | None
+    """The current model's guess (label and score), None with no model at all."""
+    uncertainty: float | None = None
+
+    def row(self, rank: int) -> dict[str, Any]:
+        row = {"rank": rank, "line": self.line, "text": self.text, "guess": self.guess, "reason": self.reason}
+        if self.uncertainty is not None:
+            row["uncertainty"] = round(self.uncertainty, 4)
+        return row
+
+
+@dataclasses.dataclass(kw_only=True)
+class Settings:
+    strategy: str = "spread"
+    """With labels or a run: `spread` (pick.spread_uncertain over the pool), `top` (pick.top_uncertain)."""
+    uncertainty: str = "margin"
+    """`margin` or `entropy` (pick.uncertainty)."""
+    names_prior: bool = True
+    """Label descriptions (labels.json) join the labelled examples of the logistic regression."""
+    seed: int = 0
+
+    def __post_init__(self) -> None:
+        if self.strategy not in ("spread", "top"):
+            raise ValueError(f"strategy: expected spread or top, got {self.strategy!r}")
+        if self.uncertainty not in ("margin", "entropy"):
+            raise ValueError(f"uncertainty: expected margin or entropy, got {self.uncertainty!r}")
+
+
+class Suggester:
+    """The pool's vectors, computed once; `suggest(n, labelled, run_guess)` as often as wanted."""
+
+    def __init__(self, pool: Pool, vectorizer: Any, names: LabelNames | None = None,
+                 settings: Settings | None = None, vectors: np.ndarray | None = None) -> None:
+        self.settings = settings or Settings()
+        self.vectorizer = vectorizer
+        self.names = names
+        self.texts, self.lines = pool.texts, pool.lines
+        if vectors is None:
+            readable = np.asarray(vectorizer.unknown_share(self.texts)) <= UNREADABLE
+            if not readable.any():
+                raise InputError(
+                    f"the encoder ({vectorizer.name}) reads none of the {len(self.texts)} pool texts: more than "
+                    f"{UNREADABLE:.0%} of each one's tokens are unknown to it (a script its vocabulary lacks, e.g. "
+                    f"{self.texts[0][:40]!r}); suggest for such texts needs an encoder that reads their script")
+            if not readable.all():
+                logger.warning("%d of %d pool texts set aside: the encoder reads more than %.0f%% of their tokens "
+                               "as unknown (another script)", int((~readable).sum()), len(readable), UNREADABLE * 100)
+                keep = np.flatnonzero(readable)
+                self.texts = [self.texts[i] for i in keep]
+                self.lines = [self.lines[i] for i in keep]
+            vectors = self.encode(self.texts)
+        self.vectors = vectors
+        self.prototypes = None
+        if names is not None and getattr(vectorizer, "unk_id", None) is not None:  # a model that knows meaning
+            self.prototypes = self.encode(names.prompts())
+        self._labelled_cache: dict[bytes, np.ndarray] = {}
+
+    def encode(self, texts: list[str]) -> np.ndarray:
+        from tfm_cls.suggest.vectors import dense
+
+        parts = [dense(self.vectorizer(texts[s : s + CHUNK])) for s in range(0, len(texts), CHUNK)]
+        return np.concatenate(parts) if parts else np.zeros((0, 1), np.float32)
+
+    def labelled_vectors(self, texts: list[str]) -> np.ndarray:
+        """Vectors of labelled texts (pool texts reuse theirs; the rest computed once)."""
+        index = {text_key(t): i for i, t in enumerate(self.texts)}
+        missing = [t for t in texts if text_key(t) not in self._labelled_cache and text_key(t) not in index]
+        if missing:
+            for t, v in zip(missing, self.encode(missing)):
+                self._labelled_cache[text_key(t)] = v
+        return np.stack([self.vectors[index[k]] if k in index else self._labelled_cache[k]
+                         for k in map(text_key, texts)]) if texts else np.zeros((0, self.vectors.shape[1]), np.float32)
+
+    def model(self, labelled: Labelled | None) -> Callable[[np.ndarray], Guesses] | None:
+        """vectors -> Guesses: logistic regression on the labelled vectors, else zero-shot, else None."""
+        if labelled is not None and len(labelled.texts):
+            use_names = self.settings.names_prior and self.prototypes is not None and labelled.names.described
+            return fit_vectors(self.labelled_vectors(labelled.texts), labelled.targets, labelled.names.names,
+                               self.prototypes if use_names else None)
+        if self.prototypes is not None and self.names is not None:
+            names = self.names.names
+            return lambda v: zero_shot(v, self.prototypes, names)
+        return None
+
+    def suggest(self, n: int, labelled: Labelled | None = None,
+                run_guess: Callable[[list[str]], Guesses] | None = None) -> list[Suggestion]:
+        """The n texts most worth labelling now (fewer when the pool holds fewer new ones)."""
+        if n < 1:
+            raise InputError(f"-n {n}: expected at least 1 text to suggest")
+        s = self.settings
+        rows = np.arange(len(self.texts))
+        taken = None
+        if labelled is not None and labelled.keys:
+            rows = np.asarray([i for i in rows if text_key(self.texts[i]) not in labelled.keys], np.int64)
+            taken = self.labelled_vectors(labelled.texts) if labelled.texts else None
+        seen = pick.NearDuplicates(taken)
+        if len(rows) and taken is not None:
+            near = seen.near_mask(self.vectors[rows])
+            if near.all():
+                raise InputError(f"every text of the pool ({len(rows)}) is labelled already or a near-duplicate of a "
+                                 "labelled text; add new texts to the pool")
+            rows = rows[~near]
+        if not len(rows):
+            raise InputError("every text of the pool is labelled already; add new texts to the pool")
+        vectors = self.vectors[rows]
+        if run_guess is not None:
+            guesses = run_guess([self.texts[i] for i in rows])
+        else:
+            model = self.model(labelled)
+            guesses = model(vectors) if model is not None else None
+        has_labels = run_guess is not None or (labelled is not None and len(labelled.texts) > 0)
+        if not has_labels:
+            picks = pick.cover(vectors, n, seen, s.seed)
+        else:
+            unsure = pick.uncertainty(guesses.proba, guesses.thresholds, s.uncertainty)
+            if s.strategy == "top":
+                picks = pick.top_uncertain(vectors, unsure, n, seen)
+            else:
+                picks = pick.spread_uncertain(vectors, unsure, n, seen, s.seed)
+                if len(picks) < n:  # clusters left empty by near-duplicates: the next most uncertain
+                    picks += pick.top_uncertain(vectors, unsure, n - len(picks), seen)
+            if unsure.label is not None:
+                for p in picks:
+                    p.reason += f" (label {guesses.labels[int(unsure.label[p.index])]!r} nearest its threshold)"
+        out = []
+        for p in picks[:n]:
+            i = int(rows[p.index])
+            guess = guesses.row(p.index) if guesses is not None else None
+            if guess is not None and not has_labels:
+                guess["from"] = "label names (zero-shot)"
+            out.append(Suggestion(self.texts[i], self.lines[i], p.reason, guess, p.uncertainty))
+        return out
+
+
+def check_labels(run_labels: list[str], folder_labels: list[str], run_dir: str, folder: str) -> None:
+    """A run and a data folder must name the same labels in the same order."""
+    if list(run_labels) != list(folder_labels):
+        raise InputError(f"the run {run_dir} has the labels {run_labels} but {folder} has {folder_labels}; "
+                         "retrain the run on this folder (tfm-cls train --data) or give the folder it was trained on")
+
+
+def write_suggestions(path: str, suggestions: list[Suggestion]) -> None:
+    """One JSON row a suggestion, best first, written atomically (io.atomic_path)."""
+    import json
+
+    from tfm_cls.io import atomic_path
+
+    with atomic_path(path) as tmp, open(tmp, "w", encoding="utf-8") as f:
+        for rank, s in enumerate(suggestions, 1):
+            f.write(json.dumps(s.row(rank), ensure_ascii=False) + "\n")
+
+
+def prepare(pool_path: str, *, run: str | None = None, data: str | None = None, text_field: str = "text",
+            max_pool: int | None = None, settings: Settings | None = None, vectorizer: Any = None,
+            ) -> tuple[Suggester, Labelled | None, Callable[[list[str]], Guesses] | None]:
+    """Everything `suggest` needs from the command line's arguments: the pool read (labelled texts
+    left out), its vectors, the folder's labels and the run's model, checked against each other."""
+    from tfm_cls.suggest.pool import MAX_TEXTS, read_pool
+    from tfm_cls.suggest.store import read_folder
+    from tfm_cls.suggest.vectors import default_vectorizer
+
+    labelled = read_folder(data, text_field) if data is not None else None
+    run_guess = None
+    names = labelled.names if labelled is not None else None
+    if run is not None:
+        from tfm_cls.suggest.guess import from_run
+
+        run_guess, run_labels = from_run(run)
+        if labelled is not None:
+            check_labels(run_labels, labelled.names.names, run, data)
+        else:
+            names = LabelNames(run_labels, [None] * len(run_labels))
+    pool = read_pool(pool_path, text_field, labelled=labelled.keys if labelled is not None else frozenset(),
+                     max_texts=max_pool or MAX_TEXTS, seed=(settings or Settings()).seed)
+    logger.info("pool %s: %s", pool_path, pool.summary())
+    suggester = Suggester(pool, vectorizer or default_vectorizer(), names, settings)
+    return suggester, labelled, run_guess

