@@ -106,6 +106,14 @@ def export_models(folder: Path) -> dict[str, Path]:
     return models
 
 
+def int8_models(folder: Path, models: dict[str, Path]) -> dict[str, Path]:
+    """{kind: int8 .onnx} of the three graphs (dynamic int8 quantization, as `tfm-cls quantize`)."""
+    from tfm_cls.export.quantize import quantize_model
+
+    return {f"{kind}_int8": quantize_model(models[kind], folder / f"{kind}.int8.onnx")
+            for kind in ("single_label", "multi_label", "regression")}
+
+
 def bad_models(folder: Path, single: Path) -> dict[str, Path]:
     """Files the runtime must refuse: not a tfm_cls model, truncated, metadata that does not fit the graph."""
     data = single.read_bytes()
@@ -120,7 +128,7 @@ def bad_models(folder: Path, single: Path) -> dict[str, Path]:
 
 def inputs_of(kind: str) -> list[dict]:
     """The JSONL records both runtimes classify (the pair models get a second text each)."""
-    pair = kind == "regression"
+    pair = kind.startswith("regression")
     return [{"text": t, **({"text_pair": p} if pair else {})} for t, p in zip(TEXTS, PAIRS)]
 
 

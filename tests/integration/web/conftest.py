@@ -23,7 +23,10 @@ def web_dist():
 
 @pytest.fixture(scope="session")
 def web_models(tmp_path_factory):
-    return W.export_models(tmp_path_factory.mktemp("web_models"))
+    """{kind: .onnx}: every task type and long-text policy in fp32, and the int8 files of the graphs."""
+    folder = tmp_path_factory.mktemp("web_models")
+    models = W.export_models(folder)
+    return {**models, **W.int8_models(folder, models)}
 
 
 @pytest.fixture(scope="session")
