@@ -18,7 +18,7 @@ DISTILL_CONFIG ?= configs/distill/trec.yaml
 DATA_ROOT ?= ../shared/data
 export HF_HOME ?= $(CURDIR)/.cache/huggingface
 
-.PHONY: install test test-slow lint train-cls eval predict export verify-onnx infer quantize \
+.PHONY: install web-install test test-slow lint train-cls eval predict export verify-onnx infer quantize \
         pretrain distill bench bench-model bench-accuracy bench-infer bench-serve bench-front serve check-gpu clean
 
 $(VENV)/.installed: pyproject.toml
@@ -33,6 +33,8 @@ $(VENV)/.installed: pyproject.toml
 install: $(VENV)/.installed
 
 test: install
+	@if command -v npm >/dev/null 2>&1; then $(MAKE) --no-print-directory web-install; \
+	else echo "make test: no npm here, so the browser runtime's tests (tests/integration/web) will skip"; fi
 	$(PY) -m pytest -q -x --durations=10
 
 test-slow: install
@@ -43,6 +45,16 @@ lint: install
 
 clean:
 	rm -rf $(VENV) .pytest_cache .ruff_cache build *.egg-info
+
+# The browser runtime (web/; docs/export.md "In the browser"): the npm packages pinned by
+# web/package-lock.json, and web/dist/, the bundle `tfm-cls export --web DIR` copies beside the model.
+WEB_BUILT := web/dist/.built
+$(WEB_BUILT): web/package-lock.json web/build.mjs $(wildcard web/src/*.js web/page/*)
+	npm ci --no-audit --no-fund --prefix web
+	npm run build --prefix web
+	touch $@
+
+web-install: $(WEB_BUILT)
 
 # ---- jobs -------------------------------------------------------------------------------------
 # `make train-cls DATA=folder/`: the recipe chooses the config for the folder (tfm-cls train --data).
