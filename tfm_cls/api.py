@@ -272,6 +272,15 @@ class TextClassifier(ClassifierMixin, BaseEstimator):
 
     # score: ClassifierMixin.score (accuracy of predict)
 
+    def suggest(self, pool: Any, n: int = 20, exclude: Any = ()) -> list[dict[str, Any]]:
+        """The n texts of `pool` most worth labelling next, best first: rows {rank, line, text, guess,
+        reason, uncertainty} from this model's calibrated scores (tfm_cls.suggest, docs/suggest.md);
+        texts in `exclude` (labelled already) and near-copies of them are never suggested."""
+        from tfm_cls.suggest.suggester import suggest_texts
+
+        self._check_fitted()
+        return suggest_texts(check_texts(pool, "pool"), n, run=self._run, exclude=list(exclude))
+
     # ---- persistence and export ------------------------------------------------------------------------
 
     def save(self, directory: str | Path) -> Path:

@@ -89,17 +89,19 @@ def fit_vectors(labelled: np.ndarray, targets: np.ndarray, labels: list[str], pr
     return guess
 
 
-def from_run(run_dir: str) -> tuple[Callable[[list[str]], Guesses], list[str]]:
-    """A trained run's calibrated scores of texts (PyTorch), and its labels."""
+def from_run(run: Any, where: str | None = None) -> tuple[Callable[[list[str]], Guesses], list[str]]:
+    """A trained run's calibrated scores of texts (PyTorch), and its labels. `run`: a run directory
+    or a loaded run (runs.LoadedRun)."""
     from tfm_cls.classify.predict import predict_proba, run_head
     from tfm_cls.errors import DataError
     from tfm_cls.runs import load_run
 
-    run = load_run(run_dir)
+    where = where or str(run if isinstance(run, (str, bytes)) or not hasattr(run, "run_dir") else run.run_dir)
+    run = load_run(run) if not hasattr(run, "model") else run
     head = run_head(run)
     probe = head.scores(np.zeros((1, int(run.model.config["num_classes"])), np.float32))
     if probe.ndim != 2:
-        raise DataError(f"{run_dir}: a regression run has no labels to suggest texts for; suggest works for "
+        raise DataError(f"{where}: a regression run has no labels to suggest texts for; suggest works for "
                         "classification runs (or give --data DIR without --run)")
     chosen = head.decide(probe)
     thresholds = None
@@ -107,6 +109,6 @@ def from_run(run_dir: str) -> tuple[Callable[[list[str]], Guesses], list[str]]:
         thresholds = np.asarray(head.current_thresholds(len(run.labels)), np.float64)
 
     def guess(texts: list[str]) -> Guesses:
-        return Guesses(predict_proba(run, texts), run.labels, thresholds, f"the run {run_dir}")
+        return Guesses(predict_proba(run, texts), run.labels, thresholds, f"the run {where}")
 
     return guess, list(run.labels)

@@ -58,6 +58,8 @@ class Settings:
     """`margin` or `entropy` (pick.uncertainty)."""
     names_prior: bool = True
     """Label descriptions (labels.json) join the labelled examples of the logistic regression."""
+    candidates: int = 0
+    """`spread` clusters the whole pool (0), or only the candidates x n most uncertain texts."""
     seed: int = 0
 
     def __post_init__(self) -> None:
@@ -157,7 +159,7 @@ class Suggester:
             if s.strategy == "top":
                 picks = pick.top_uncertain(vectors, unsure, n, seen)
             else:
-                picks = pick.spread_uncertain(vectors, unsure, n, seen, s.seed)
+                picks = pick.spread_uncertain(vectors, unsure, n, seen, s.seed, s.candidates * n or None)
                 if len(picks) < n:  # clusters left empty by near-duplicates: the next most uncertain
                     picks += pick.top_uncertain(vectors, unsure, n - len(picks), seen)
             if unsure.label is not None:
@@ -216,3 +218,26 @@ def prepare(pool_path: str, *, run: str | None = None, data: str | None = None, 
     logger.info("pool %s: %s", pool_path, pool.summary())
     suggester = Suggester(pool, vectorizer or default_vectorizer(), names, settings)
     return suggester, labelled, run_guess
+
+
+def suggest_texts(texts: list[str], n: int, *, run: Any = None, exclude: list[str] | tuple[str, ...] = (),
+                  settings: Settings | None = None, vectorizer: Any = None) -> list[dict[str, Any]]:
+    """The Python side (TextClassifier.suggest): texts in memory -> the output rows of the n best
+    to label, guessed by `run` (a run directory or a loaded run; None: cover the pool); texts in
+    `exclude` (labelled already) and near-copies of them are never suggested."""
+    from tfm_cls.suggest.guess import from_run
+    from tfm_cls.suggest.pool import collect
+    from tfm_cls.suggest.vectors import default_vectorizer
+
+    run_guess, names = None, None
+    if run is not None:
+        run_guess, labels = from_run(run)
+        names = LabelNames(labels, [None] * len(labels))
+    keys = {text_key(t) for t in exclude}
+    pool = collect(enumerate(texts, 1), labelled=keys, seed=(settings or Settings()).seed, where="pool")
+    suggester = Suggester(pool, vectorizer or default_vectorizer(), names, settings)
+    labelled = None
+    if exclude:
+        labels = names or LabelNames(["?"], [None])
+        labelled = Labelled(labels, list(exclude), np.zeros(len(exclude), np.int64), keys)
+    return [s.row(i) for i, s in enumerate(suggester.suggest(n, labelled, run_guess), 1)]
