@@ -325,7 +325,7 @@ def export_seq2seq(
 
 def export_run(
     run_dir: str | Path, output: str | Path | None = None, fuse: bool = False,
-    check: Callable[[nn.Module, Path], None] | None = None,
+    check: Callable[[nn.Module, Path], None] | None = None, candidate: str | None = None,
 ) -> Path:
     """Export the trained classifier of a run directory to `output` (default RUN/model.onnx).
 
@@ -333,16 +333,17 @@ def export_run(
     (the verifier) runs on it, and only then is it renamed over `output`: a failed export or
     verification, or a full disk, leaves an earlier `output` untouched. The metadata records the
     sha256 of the run's model.safetensors (ExportMetadata.weights_sha256), so a retrained run's
-    stale export is refused by infer and verify-onnx."""
+    stale export is refused by infer and verify-onnx. `candidate`: another model the run made
+    (RUN/candidates/NAME, tfm_cls.classify.candidates) instead of the one it ships."""
     from tfm_cls.classify.predict import run_head
     from tfm_cls.data.tokenizer import long_text_of, max_length_of
-    from tfm_cls.runs import WEIGHTS_FILE, load_run
+    from tfm_cls.runs import WEIGHTS_FILE, candidate_folder, load_run
 
-    run = load_run(run_dir)
+    run = load_run(run_dir, candidate=candidate)
     path = Path(output) if output else Path(run_dir) / specs.CLASSIFIER.file_name
     if path.is_dir():
         raise ExportError(f"--output {path} is a folder; name the .onnx file to write")
-    digest = file_sha256(Path(run_dir) / WEIGHTS_FILE)
+    digest = file_sha256(candidate_folder(run_dir, candidate) / WEIGHTS_FILE)
     pair = run.config.data.text_pair_column is not None
     head = run_head(run)
     with atomic_path(path) as tmp:

@@ -211,14 +211,41 @@ def log_to_file(path: Path) -> Iterator[None]:
 
 
 def build_model(model_config: dict[str, Any]) -> torch.nn.Module:
-    """A TransformerClassifier from its constructor arguments (as in `model.config`)."""
-    from tfm_cls.model import TransformerClassifier
+    """A classifier from its constructor arguments (as in `model.config`): a TransformerClassifier,
+    or the model without an encoder its `architecture` names (tfm_cls.model.bag)."""
+    from tfm_cls.model import BagOfTermsClassifier, TransformerClassifier
+    from tfm_cls.model.bag import ARCHITECTURE
 
+    if model_config.get("architecture") == ARCHITECTURE:
+        return BagOfTermsClassifier(**model_config)
     return TransformerClassifier(**model_config)
 
 
-def load_run(run_dir: str | Path, device: str | torch.device = "cpu") -> LoadedRun:
-    """Load a finished (or checkpointed) run: model with the best weights, tokenizer, labels, config."""
+CANDIDATES_DIR = "candidates"
+"""RUN/candidates/NAME/: the deployables a run made but did not ship (tfm_cls.classify.candidates)."""
+
+
+def candidate_folder(run_dir: str | Path, candidate: str | None = None) -> Path:
+    """Where a run's model of `candidate` lies (model_config.json, model.safetensors): the run
+    directory for the shipped one (None, or its name in metrics.json), RUN/candidates/NAME else."""
+    run_dir = Path(run_dir)
+    if candidate is None:
+        return run_dir
+    metrics = read_json(run_dir / METRICS_FILE) if (run_dir / METRICS_FILE).is_file() else {}
+    chosen = (metrics.get("candidates") or {}).get("chosen") if isinstance(metrics, dict) else None
+    if candidate == chosen:
+        return run_dir
+    folder = run_dir / CANDIDATES_DIR / candidate
+    if not (folder / WEIGHTS_FILE).is_file():
+        names = sorted(p.name for p in (run_dir / CANDIDATES_DIR).glob("*") if (p / WEIGHTS_FILE).is_file())
+        raise RunDirError(f"{run_dir}: no candidate {candidate!r}; this run has "
+                          f"{[chosen, *names] if chosen else names or 'no other candidate'}")
+    return folder
+
+
+def load_run(run_dir: str | Path, device: str | torch.device = "cpu", candidate: str | None = None) -> LoadedRun:
+    """Load a finished (or checkpointed) run: model with the best weights, tokenizer, labels, config.
+    `candidate`: another of the models the run made (RUN/candidates/NAME) instead of the shipped one."""
     run_dir = Path(run_dir)
     if not run_dir.is_dir():
         raise RunDirError(f"run directory {run_dir} does not exist")
@@ -232,18 +259,19 @@ def load_run(run_dir: str | Path, device: str | torch.device = "cpu") -> LoadedR
     labels = read_json(run_dir / LABELS_FILE)
     if not isinstance(labels, list) or not all(isinstance(x, str) for x in labels):
         raise RunDirError(f"{run_dir / LABELS_FILE}: expected a JSON list of class names")
-    model = build_model(read_json(run_dir / MODEL_CONFIG_FILE))
-    load_weights(model, run_dir / WEIGHTS_FILE)
+    folder = candidate_folder(run_dir, candidate)
+    model = build_model(read_json(folder / MODEL_CONFIG_FILE))
+    load_weights(model, folder / WEIGHTS_FILE)
     model.to(device).eval()
     tokenizer = load_tokenizer(run_dir / TOKENIZER_FILE)
-    thresholds = None
-    if (run_dir / THRESHOLDS_FILE).is_file():
-        saved = read_json(run_dir / THRESHOLDS_FILE)
+    thresholds = None  # a candidate's own decision rule (and no calibration unless its folder has one)
+    if (folder / THRESHOLDS_FILE).is_file():
+        saved = read_json(folder / THRESHOLDS_FILE)
         if not isinstance(saved, dict) or list(saved) != labels:
-            raise RunDirError(f"{run_dir / THRESHOLDS_FILE}: expected one threshold for each label of {LABELS_FILE}")
+            raise RunDirError(f"{folder / THRESHOLDS_FILE}: expected one threshold for each label of {LABELS_FILE}")
         thresholds = [float(v) for v in saved.values()]
     return LoadedRun(model=model, tokenizer=tokenizer, labels=labels, config=config, run_dir=run_dir,
-                     thresholds=thresholds, temperature=read_temperature(run_dir))
+                     thresholds=thresholds, temperature=read_temperature(folder))
 
 
 def read_temperature(run_dir: Path) -> float:

@@ -17,6 +17,9 @@ def add_parser(subparsers) -> None:
     p = subparsers.add_parser("export", help="export a trained run's classifier to RUN/model.onnx and verify it")
     p.add_argument("--run", required=True, help="run directory written by `tfm-cls train`")
     p.add_argument("--output", help="output file (default RUN/model.onnx)")
+    p.add_argument("--candidate", metavar="NAME",
+                   help="export another model the run made (its metrics.json `candidates` front; RUN/candidates/NAME) "
+                        "instead of the one it chose; give --output so RUN/model.onnx stays the chosen one's")
     p.add_argument("--fuse", action="store_true", help="pre-fuse attention/GELU/LayerNorm into onnxruntime contrib ops")
     p.add_argument("--no-verify", action="store_true", help="skip verification against the PyTorch model")
     p.add_argument("--providers", help="comma-separated providers to verify on (default: CPU, plus CUDA if present)")
@@ -30,15 +33,17 @@ def add_parser(subparsers) -> None:
 def run(args: argparse.Namespace) -> int:
     from tfm_cls.classify.card import write_card
     from tfm_cls.export.exporter import export_run
+    from tfm_cls.runs import WEIGHTS_FILE, candidate_folder
 
     target = Path(args.output) if args.output else Path(args.run) / "model.onnx"
 
     def check(model, tmp: Path) -> None:  # runs on the temporary file, before it replaces `target`
         if not args.no_verify:
-            check_onnx(model, tmp, providers(args.providers), target)
+            check_onnx(model, tmp, providers(args.providers), target,
+                       candidate_folder(args.run, args.candidate) / WEIGHTS_FILE)
 
     try:
-        path = export_run(args.run, target, fuse=args.fuse, check=check)
+        path = export_run(args.run, target, fuse=args.fuse, check=check, candidate=args.candidate)
     except CommandFailed as err:
         raise CommandFailed(f"{err}; {target} was not changed", err.code) from err
     logger.info("wrote %s (%.1f MB, one file)", path, Path(path).stat().st_size / 2**20)

@@ -206,6 +206,22 @@ class TransformerClassifier(nn.Module):
                 )
 
 
+def describe_config(config: dict[str, Any]) -> str:
+    """What a classifier of this config is, in one phrase (the model card, the report page): the
+    encoder's shape, or a model without one (tfm_cls.model.bag)."""
+    from tfm_cls.model.bag import ARCHITECTURE
+
+    if config.get("architecture") == ARCHITECTURE:
+        pairs = f" and hashed pairs of adjacent tokens ({config['wide_buckets']} buckets)" if config.get(
+            "wide_ngrams") == 2 else ""
+        return (f"no encoder: a linear model over a {config.get('wide_weighting', 'count')} bag of the text's "
+                f"{config['vocab_size']} vocabulary tokens{pairs}")
+    return (f"{config['num_layers']} layers, d_model {config['d_model']}, {config['nhead']} attention heads, "
+            f"feed-forward {config['dim_feedforward']}, {config.get('pooling', 'mean')} pooling, "
+            f"{config.get('position_embedding', 'sinusoidal')} positions"
+            + (", plus a bag-of-terms branch" if config.get("wide") else ""))
+
+
 def _validate(config: dict[str, Any]) -> None:
     for key in ("vocab_size", "num_classes", "d_model", "nhead", "num_layers", "dim_feedforward", "max_len"):
         if int(config[key]) <= 0:

@@ -164,8 +164,10 @@ def check_config(config: Mapping[str, Any]) -> None:
 def token_limit(config: Mapping[str, Any]) -> int | None:
     """The most tokens a model of this config can read: its positional encoding's size, or None
     (no limit) when the encoder reads only the first `encoder_length` tokens and the wide branch,
-    which has no positions, the rest."""
-    return None if config.get("encoder_length") is not None else int(config["max_len"])
+    which has no positions, the rest, or there is no encoder at all (tfm_cls.model.bag)."""
+    if config.get("encoder_length") is not None or config.get("architecture") == "bag_of_terms":
+        return None
+    return int(config["max_len"])
 
 
 def longest_input(config: Mapping[str, Any], max_length: int | None) -> int:

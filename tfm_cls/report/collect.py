@@ -32,6 +32,7 @@ from tfm_cls.classify.metrics import confusion
 from tfm_cls.classify.predict import run_head, run_policy, texts_logits
 from tfm_cls.errors import DataError, RunDirError, TfmClsError
 from tfm_cls.io import read_json
+from tfm_cls.model.classifier import describe_config
 from tfm_cls.report.attribution import integrated_gradients
 from tfm_cls.report.label_errors import label_set_errors, likely_label_errors, value_errors
 from tfm_cls.runtime.heads import softmax
@@ -216,7 +217,7 @@ def _summary(run: Any, run_dir: Path, metrics: dict[str, Any], head: Any) -> dic
         "data": (metrics.get("data") or {}).get("source", ""),
         "examples": {k.removesuffix("_examples"): v for k, v in (metrics.get("data") or {}).items()
                      if k.endswith("_examples")},
-        "model": f"{mc['num_layers']} layers, d_model {mc['d_model']}, {mc['nhead']} heads, "
+        "model": f"{describe_config(mc)}, "
                  f"{metrics.get('num_parameters', sum(p.numel() for p in run.model.parameters())):,} parameters"
                  + (f", fine-tuned from {run.config.model.init_from}" if run.config.model.init_from else ""),
         "size": f"model.safetensors {_size(run_dir / R.WEIGHTS_FILE)}"
