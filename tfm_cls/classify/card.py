@@ -22,6 +22,7 @@ import yaml
 from tfm_cls import runs as R
 from tfm_cls.classify.calibration import SHIFT_Z
 from tfm_cls.io import read_json, write_json, write_text
+from tfm_cls.model.classifier import describe_config
 
 logger = logging.getLogger(__name__)
 
@@ -163,6 +164,23 @@ def _results_lines(config: dict[str, Any], metrics: dict[str, Any] | None, evalu
     return out
 
 
+def _candidates_lines(candidates: dict[str, Any] | None) -> list[str]:
+    """## What the run chose: each candidate's scores and cost, and the rule (tfm_cls.classify.candidates)."""
+    if not candidates:
+        return []
+    out = ["", "## What the run chose", "", f"The run made {len(candidates['front'])} deployable models and ships "
+           f"`{candidates['chosen']}`: {candidates['rule']}.", "",
+           "| candidate | validation | test | texts/s (1 thread) | weights MB | within tolerance | shipped |",
+           "|---|---:|---:|---:|---:|---|---|"]
+    for row in candidates["front"]:
+        (metric, value), = row["validation"].items()
+        test = (row.get("test") or {}).get(metric)
+        out.append(f"| {row['name']} | {metric} {value:.4f} | {'' if test is None else f'{test:.4f}'} | "
+                   f"{row['texts_per_second']:.0f} | {row['size_mb']:.1f} | "
+                   f"{'yes' if row['holds_best'] else 'no'} (±{row['tolerance']:.4f}) | {'**yes**' if row['chosen'] else ''} |")
+    return out
+
+
 def _calibration_lines(calibration: dict[str, Any] | None) -> list[str]:
     """## Calibration: the temperature and the ECE / NLL before and after, with the shift warning."""
     if not calibration:
@@ -231,13 +249,11 @@ def render_card(run_dir: str | Path) -> str:
     out = ["---", yaml.safe_dump(front_matter(config, metrics, language), sort_keys=False, allow_unicode=True).rstrip(),
            "---", "", f"# {config.get('name', run_dir.name)}", "",
            f"A text classifier ({len(labels)} classes) built with tfm-cls: a Transformer "
-           f"encoder written in plain PyTorch, {start}; {params}{model_config['num_layers']} layers, "
-           f"d_model {model_config['d_model']}, {model_config['nhead']} attention heads, feed-forward "
-           f"{model_config['dim_feedforward']}, {model_config.get('pooling', 'mean')} pooling, "
-           f"{model_config.get('position_embedding', 'sinusoidal')} positions.", ""]
+           f"encoder written in plain PyTorch, {start}; {params}{describe_config(model_config)}.", ""]
     out += _data_lines(config, metrics)
     out += ["", "## Labels", "", "| index | label |", "|---:|---|", *(f"| {i} | {x} |" for i, x in enumerate(labels))]
     out += ["", *_results_lines(config, metrics, evaluations)]
+    out += _candidates_lines((metrics or {}).get("candidates"))
     calibration = _calibration_lines((metrics or {}).get("calibration"))
     out += ["", *calibration] if calibration else []
     if (run_dir / R.REPORT_HTML_FILE).is_file():

@@ -15,6 +15,7 @@ evaluates its share and rank 0 writes.
 from __future__ import annotations
 
 import logging
+import time
 from typing import Any
 
 import numpy as np
@@ -27,6 +28,7 @@ from tfm_cls.classify.calibration import (
     calibration_summary,
     fit_temperature,
 )
+from tfm_cls.classify.candidates import choose, save_candidates, score_test, trained_weights
 from tfm_cls.classify.card import write_card
 from tfm_cls.classify.plots import plot_training_curves
 from tfm_cls.classify.predict import evaluate
@@ -35,10 +37,16 @@ from tfm_cls.data.sources import ClassificationData
 from tfm_cls.io import write_json
 from tfm_cls.training import distributed as D
 from tfm_cls.training.checkpoint import load_weights
+from tfm_cls.training.clock import FIXED_SECONDS, WallClock
 from tfm_cls.training.engine import TrainState
 from tfm_cls.training.tensorboard import TensorBoardSink
 
 logger = logging.getLogger(__name__)
+
+BASELINE_PROBE = 2000
+"""Under a wall-clock budget the baseline is first fitted on this many training texts, and timed."""
+BASELINE_MIN_SECONDS = 15.0
+"""Under this many seconds left no baseline is fitted."""
 
 
 def calibrate(head: Any, logits: np.ndarray, targets: np.ndarray) -> dict[str, Any]:
@@ -71,15 +79,20 @@ def check_shift(validation: dict[str, Any], test: dict[str, Any], calibration: d
     return z
 
 
-def score_splits(task: ClassificationTask, labels: list[str]) -> tuple[dict[str, Any], dict[str, np.ndarray], Any]:
+def score_splits(task: ClassificationTask, labels: list[str], scored: dict[str, Any] | None = None,
+                 ) -> tuple[dict[str, Any], dict[str, np.ndarray], Any]:
     """The best weights' metrics and logits on validation and test (those the run holds), and the
-    calibration fitted on validation before test is scored (None where there is none)."""
+    calibration fitted on validation before test is scored (None where there is none). `scored`:
+    {split: (metrics, logits)} already computed with the task's head (the choice's validation)."""
     cfg, model, env, splits, head = task.cfg, task.model, task.env, task.splits, task.task_head
     tc = cfg.train
     results: dict[str, Any] = {}
     logits: dict[str, np.ndarray] = {}
 
     def score(name: str) -> None:
+        if scored and name in scored:
+            results[name], logits[name] = scored[name]
+            return
         results[name], logits[name] = evaluate(
             model, splits[name], labels, tc.eval_batch_size, env.device, task.pad_id, env=env, amp=task.amp,
             head=head, tune=name == "validation",  # the head tunes its decision rule on validation
@@ -100,45 +113,80 @@ def score_splits(task: ClassificationTask, labels: list[str]) -> tuple[dict[str,
     return results, logits, calibration
 
 
-def classical_baseline(data: ClassificationData, task: str, results: dict[str, Any], tc: Any) -> dict[str, Any] | None:
+def classical_baseline(data: ClassificationData, task: str, results: dict[str, Any], tc: Any,
+                       clock: WallClock | None = None) -> dict[str, Any] | None:
     """The classical baseline (tfm_cls.classify.baseline.score_beside) fitted on the run's training
-    split and scored on its validation and test; a warning where it beats the model on validation
-    (the model is then not worth deploying as it stands). None without a validation split."""
+    split and scored on its validation and test, a reference beside what the run ships; a warning
+    where it beats the shipped model on validation. None without a validation split, or where the
+    wall clock leaves no time for it. Under a budget it is first fitted on BASELINE_PROBE training
+    texts, timed, and fitted on all of them only where the time left affords the measured cost
+    scaled up (else the probe's result stands, `shrunk` says so)."""
     if "validation" not in data.splits:
         logger.info("baseline: not fitted (no validation split to pick its regularisation on)")
         return None
     from tfm_cls.classify.baseline import Split, score_beside
 
-    def split_of(name: str) -> Split:
+    def split_of(name: str, rows_taken: int | None = None) -> Split:
         rows = data.splits[name]
+        if rows_taken is not None:
+            rows = rows.shuffle(seed=0).select(range(rows_taken))
         pairs = list(rows["text_pair"]) if "text_pair" in rows.column_names else None
         return Split(texts=list(rows["text"]), targets=np.asarray(rows["label"]), pairs=pairs)
 
-    scored = score_beside(task, {name: split_of(name) for name in data.splits})
+    n = len(data.splits["train"])
+    if clock is not None and clock.budget is not None and n > BASELINE_PROBE:
+        if clock.left() < BASELINE_MIN_SECONDS:
+            logger.warning("baseline: not fitted (%.0f s left of the wall-clock budget)", max(clock.left(), 0))
+            return None
+        started = time.monotonic()
+        scored = score_beside(task, {name: split_of(name, BASELINE_PROBE if name == "train" else None)
+                                     for name in data.splits})
+        needed = (time.monotonic() - started) * n / BASELINE_PROBE
+        if clock.affords(needed + FIXED_SECONDS):
+            scored = score_beside(task, {name: split_of(name) for name in data.splits})
+        else:
+            scored["shrunk"] = (f"baseline fitted on {BASELINE_PROBE} of {n} training texts (the whole set was measured "
+                                f"to need ~{needed:.0f} s, {max(clock.left(), 0):.0f} s were left)")
+            logger.warning("wall-clock budget: %s", scored["shrunk"])
+    else:
+        scored = score_beside(task, {name: split_of(name) for name in data.splits})
     metric = tc.best_metric if tc.best_metric in scored["validation"] else next(iter(scored["validation"]))
     ours, theirs = results["validation"][metric], scored["validation"][metric]
     scored["beats_model"] = bool(theirs < ours if metric in ("loss", "mse") else theirs > ours)
     logger.log(logging.WARNING if scored["beats_model"] else logging.INFO,
                "baseline %s: validation %s %.4f, the model's %.4f%s", scored["model"], metric, theirs, ours,
-               " -- the classical baseline beats the model; deploy it, or train longer / differently"
+               " -- the scikit-learn baseline beats the shipped model on validation (its in-graph counterpart is the "
+               "bag_of_terms candidate, where the run made one)"
                if scored["beats_model"] else "")
     return scored
 
 
 def finish_run(
     task: ClassificationTask, data: ClassificationData, state: TrainState, epochs_done: float,
-    board: TensorBoardSink | None = None, extra: dict[str, Any] | None = None,
+    board: TensorBoardSink | None = None, extra: dict[str, Any] | None = None, clock: WallClock | None = None,
 ) -> dict[str, Any]:
     """Evaluate the best weights on validation (where the head tunes its decision rule, e.g. the
     multi-label thresholds) and test (when the splits hold one); write metrics (plus `extra`, e.g.
     a distillation's report), the head's decision file, report and figure, the training curves and
     the model card (rank 0); the test figure and the resolved config also go to TensorBoard."""
-    cfg, model, env, run_dir, splits, head = task.cfg, task.model, task.env, task.run_dir, task.splits, task.task_head
-    D.on_main(env, load_weights, model, run_dir / R.WEIGHTS_FILE)
-    D.broadcast_module(model, env)  # the other ranks may not see rank 0's disk
+    env, run_dir, splits = task.env, task.run_dir, task.splits
+    D.on_main(env, load_weights, task.model, trained_weights(run_dir))
+    D.broadcast_module(task.model, env)  # the other ranks may not see rank 0's disk
+    # the deployables the run made, scored on validation: the cheapest that holds the best score
+    # becomes the task's model and head (tfm_cls.classify.candidates; one process: DDP keeps its model)
+    choice = choose(task) if not env.distributed else None
+    cfg, model, head = task.cfg, task.model, task.task_head
     tc, device = cfg.train, env.device
-    results, logits, calibration = score_splits(task, data.labels)
-    baseline = D.on_main(env, classical_baseline, data, head.task, results, tc) if tc.baseline else None
+    cached = {"validation": (choice.chosen.validation, choice.chosen.logits)} if choice else None
+    results, logits, calibration = score_splits(task, data.labels, cached)
+    shrunk: list[str] = []  # what the wall-clock budget cut short, said in metrics.json and the log
+    if choice is not None:
+        shrunk += score_test(choice, task, results.get("test"), clock)
+    baseline = None
+    if tc.baseline:
+        baseline = D.on_main(env, classical_baseline, data, head.task, results, tc, clock)
+        if baseline is not None and baseline.get("shrunk"):
+            shrunk.append(baseline["shrunk"])
     test = splits.get("test")
     test_logits = logits.get("test")
     metrics = {
@@ -167,9 +215,15 @@ def finish_run(
         },
         **({"calibration": calibration} if calibration is not None else {}),
         **({"baseline": baseline} if baseline is not None else {}),
+        **({"candidates": {"rule": choice.rule, "chosen": choice.chosen.name, "front": choice.front}}
+           if choice is not None else {}),
+        **({"wall_clock": {"budget_seconds": clock.budget, "seconds_at_scoring": clock.elapsed(), "shrunk": shrunk}}
+           if clock is not None and clock.budget is not None else {}),
         **(extra or {}),
     }
     if env.is_main:
+        if choice is not None:
+            save_candidates(run_dir, choice, data.labels)
         if calibration is not None:
             write_json(run_dir / R.CALIBRATION_FILE, calibration)
         write_json(run_dir / R.METRICS_FILE, metrics)

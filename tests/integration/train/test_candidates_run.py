@@ -1,0 +1,83 @@
+"""A run that made several deployables ships one (tfm_cls.classify.candidates): the front in metrics.json
+and the card, the chosen model as the run's model, the others in RUN/candidates/, each exported,
+verified and run by the torch-free runtime; `tfm-cls export --candidate` exports another."""
+
+import json
+
+import numpy as np
+import pytest
+from kits.tiny_topics import TINY, write_topic_data
+
+from tfm_cls import cli
+from tfm_cls import runs as R
+from tfm_cls.classify.predict import texts_logits
+from tfm_cls.config import ClassifierConfig, load_config
+from tfm_cls.model import BagOfTermsClassifier, TransformerClassifier
+from tfm_cls.runtime.heads import softmax
+from tfm_cls.runtime.session import Classifier
+from tfm_cls.train import train
+
+WIDE = ["wide.enabled=true", "wide.weighting=tfidf", "wide.warm_start=true", "wide.ngrams=2", "wide.buckets=512",
+        "train.eval_at_start=true", "train.epochs=2", "train.device=cpu"]
+TEXTS = ["the cat and the dog", "soup with rice and bread", "tennis golf", "", "zzz unknown " * 40]
+
+
+@pytest.fixture(scope="module")
+def chosen_run(tmp_path_factory):
+    folder = tmp_path_factory.mktemp("candidates")
+    data = write_topic_data(folder / "data")
+    run = folder / "run"
+    metrics = train(load_config(ClassifierConfig, None, [*TINY, f"data.path={data}", f"run_dir={run}", *WIDE]))
+    return run, metrics
+
+
+def test_the_run_scores_its_candidates_and_ships_the_one_the_rule_picks(chosen_run):
+    run, metrics = chosen_run
+    front = {row["name"]: row for row in metrics["candidates"]["front"]}
+    metric = metrics["best_metric"]
+    assert set(front) == {"wide_and_deep", "bag_of_terms"}
+    for row in front.values():
+        assert set(row["validation"]) == {metric} and set(row["test"]) == {metric}
+        assert row["texts_per_second"] > 0 and row["size_mb"] > 0
+    # the rule, checked against the front itself: the best on validation holds, then the fastest that holds
+    best = max(front.values(), key=lambda r: r["validation"][metric])
+    assert best["holds_best"]
+    holding = [r for r in front.values() if r["holds_best"]]
+    chosen = max(holding, key=lambda r: r["texts_per_second"])
+    assert metrics["candidates"]["chosen"] == chosen["name"] and chosen["chosen"]
+    assert sum(r["chosen"] for r in front.values()) == 1
+    # the bag has no encoder: smaller and faster than the model that carries one
+    assert front["bag_of_terms"]["size_mb"] < front["wide_and_deep"]["size_mb"]
+    # the chosen model is the run's model; the other lies in RUN/candidates/NAME with its config
+    other = next(name for name in front if name != chosen["name"])
+    loaded = R.load_run(run)
+    expected = BagOfTermsClassifier if chosen["name"] == "bag_of_terms" else TransformerClassifier
+    assert isinstance(loaded.model, expected)
+    assert (run / R.CANDIDATES_DIR / other / R.WEIGHTS_FILE).is_file()
+    assert json.loads((run / R.MODEL_CONFIG_FILE).read_text())["num_classes"] == 3
+    # the run's scores are the chosen model's
+    assert metrics["validation"][metric] == pytest.approx(chosen["validation"][metric])
+    assert metrics["test"][metric] == pytest.approx(chosen["test"][metric])
+    card = (run / R.CARD_FILE).read_text()
+    assert "## What the run chose" in card and f"`{chosen['name']}`" in card
+
+
+def test_the_chosen_and_the_other_candidate_export_verify_and_run_without_torch(chosen_run, tmp_path, capsys):
+    run, metrics = chosen_run
+    chosen = metrics["candidates"]["chosen"]
+    other = next(r["name"] for r in metrics["candidates"]["front"] if not r["chosen"])
+    assert cli.main(["export", "--run", str(run)]) == 0
+    other_path = tmp_path / "other.onnx"
+    assert cli.main(["export", "--run", str(run), "--candidate", other, "--output", str(other_path)]) == 0
+    for name, path in ((chosen, run / "model.onnx"), (other, other_path)):
+        loaded = R.load_run(run, candidate=name)
+        scores, _, _ = Classifier(path).classify(TEXTS)
+        torch_logits, _, _ = texts_logits(loaded, TEXTS)
+        assert np.asarray(scores) == pytest.approx(softmax(torch_logits / loaded.temperature), abs=1e-5)
+    sizes = {name: path.stat().st_size for name, path in ((chosen, run / "model.onnx"), (other, other_path))}
+    assert sizes["bag_of_terms"] < sizes["wide_and_deep"]
+    # a candidate the run did not make: one error naming the ones it did, exit 2, nothing written
+    capsys.readouterr()
+    assert cli.main(["export", "--run", str(run), "--candidate", "nope", "--output", str(tmp_path / "x.onnx")]) == 2
+    err = capsys.readouterr().err
+    assert "no candidate 'nope'" in err and other in err and not (tmp_path / "x.onnx").exists()

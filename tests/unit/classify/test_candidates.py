@@ -1,0 +1,127 @@
+"""The choice among a run's candidates (tfm_cls.classify.candidates): the best on validation, then the
+fastest of those within one paired standard error of it; and the model without an encoder
+(tfm_cls.model.bag) is exactly the wide branch plus the head's bias."""
+
+import numpy as np
+import pytest
+import torch
+
+from tfm_cls.classify.candidates import Scored, paired_se, pick
+from tfm_cls.classify.heads import Head
+from tfm_cls.model import BagOfTermsClassifier, TransformerClassifier
+from tfm_cls.runs import build_model
+
+LABELS = ["a", "b"]
+
+
+def _logits(correct: np.ndarray, targets: np.ndarray) -> np.ndarray:
+    """Two-class logits [N, 2] that are right exactly where `correct`."""
+    predicted = np.where(correct, targets, 1 - targets)
+    return np.eye(2, dtype=np.float32)[predicted] * 2.0
+
+
+def _scored(name, correct, targets, speed):
+    head = Head()
+    logits = _logits(correct, targets)
+    return Scored(name, None, head, head.metrics(logits, targets, LABELS), logits, speed, 1.0)
+
+
+def test_the_fastest_candidate_within_one_paired_se_of_the_best_ships():
+    rng = np.random.default_rng(0)
+    targets = rng.integers(0, 2, 400)
+    best = rng.random(400) < 0.90
+    close = best.copy()  # 6 texts lost, 4 others won: 0.5 point lower, one SE of the difference ~0.8 point
+    close[np.flatnonzero(best)[:6]] = False
+    close[np.flatnonzero(~best)[:4]] = True
+    far = best.copy()
+    far[np.flatnonzero(best)[:40]] = False  # 10 points lower
+    slow = _scored("slow", best, targets, speed=10.0)
+    quick = _scored("quick", close, targets, speed=500.0)
+    quicker = _scored("quicker", far, targets, speed=5000.0)
+    chosen, rows = pick([slow, quick, quicker], "accuracy", targets, LABELS)
+    assert chosen is quick
+    assert [r["holds_best"] for r in rows] == [True, True, False]
+    assert rows[0]["tolerance"] == 0.0 and 0.0 < rows[1]["tolerance"] < 0.02
+    # a candidate 2 points below on 400 texts that differ on those 8 only is outside one SE (~0.7 point):
+    # a paired difference, consistent over the texts, is resolved by far fewer texts than the scores' own SE
+    worse = best.copy()
+    worse[np.flatnonzero(best)[:8]] = False
+    chosen, rows = pick([slow, _scored("quick", worse, targets, speed=500.0)], "accuracy", targets, LABELS)
+    assert chosen is slow and rows[1]["holds_best"] is False
+
+
+def test_the_best_wins_when_it_is_also_the_fastest_and_a_lower_loss_is_better():
+    rng = np.random.default_rng(1)
+    targets = rng.integers(0, 2, 200)
+    good = rng.random(200) < 0.95
+    a, b = _scored("a", good, targets, 100.0), _scored("b", good & (rng.random(200) < 0.7), targets, 10.0)
+    assert pick([b, a], "accuracy", targets, LABELS)[0] is a
+    # on `loss` lower is better: the candidate with the smaller loss is the best
+    assert a.validation["loss"] < b.validation["loss"]
+    assert pick([b, a], "loss", targets, LABELS)[0] is a
+
+
+def test_paired_se_matches_the_analytic_se_of_a_difference_of_accuracies():
+    rng = np.random.default_rng(2)
+    targets = rng.integers(0, 2, 1000)
+    a, b = rng.random(1000) < 0.8, rng.random(1000) < 0.8
+    head = Head()
+    se = paired_se(head, "accuracy", _logits(a, targets), _logits(b, targets), targets, LABELS, samples=400)
+    d = a.astype(float) - b.astype(float)
+    analytic = d.std(ddof=1) / np.sqrt(len(d))
+    assert se == pytest.approx(analytic, rel=0.15)
+
+
+@pytest.mark.parametrize("ngrams, weighting", [(1, "count"), (2, "tfidf")])
+def test_the_bag_model_is_the_branch_plus_the_bias_and_rebuilds_from_its_config(ngrams, weighting):
+    torch.manual_seed(0)
+    model = TransformerClassifier(vocab_size=40, num_classes=3, d_model=16, nhead=2, num_layers=1, dim_feedforward=32,
+                                  max_len=16, wide=True, wide_weighting=weighting, wide_ngrams=ngrams,
+                                  wide_buckets=64).eval()
+    with torch.no_grad():
+        model.wide.weight.normal_()
+        model.wide.weight[0] = 0.0
+        model.head.bias.normal_()
+        if weighting == "tfidf":
+            model.wide.set_idf(torch.rand(model.wide.rows) + 0.5)
+    bag = BagOfTermsClassifier.from_wide_and_deep(model, max_len=50).eval()
+    ids = torch.tensor([[5, 7, 7, 2, 9, 0, 0], [3, 4, 5, 6, 8, 9, 11]])
+    mask = (ids != 0).long()
+    with torch.no_grad():
+        expected = model.wide(ids, mask) + model.head.bias
+        assert torch.allclose(bag(ids, mask), expected, atol=1e-6)
+        # the encoder's part is what the bag leaves out
+        encoder_part = model.features(ids, mask) @ model.head.weight.T  # [B, C], the head without its bias
+        assert torch.allclose(model(ids, mask) - bag(ids, mask), encoder_part, atol=1e-5)
+        # padding changes nothing; the config rebuilds the same architecture (runs.build_model dispatches)
+        padded = torch.cat([ids, torch.zeros(2, 4, dtype=torch.long)], 1)
+        assert torch.allclose(bag(padded, (padded != 0).long()), bag(ids, mask), atol=1e-6)
+    again = build_model(bag.config)
+    assert isinstance(again, BagOfTermsClassifier)
+    again.load_state_dict(bag.state_dict())
+    assert sorted(bag.state_dict()) == sorted(["bias", "wide.weight", *(["wide.idf"] if weighting == "tfidf" else [])])
+    with pytest.raises(ValueError, match="architecture 'bag_of_terms' with wide=true"):
+        BagOfTermsClassifier(40, 3, wide=False)
+
+
+@pytest.mark.parametrize("task", ["single_label", "multi_label", "regression"])
+def test_resampled_metrics_equal_the_heads_own_metrics_on_each_resample(task):
+    from tfm_cls.classify.candidates import resampled_metric
+    from tfm_cls.classify.heads import MultiLabelHead, RegressionHead
+
+    rng = np.random.default_rng(3)
+    n, labels = 60, ["x", "y", "z"]
+    if task == "single_label":
+        head, logits, targets, metrics = Head(), rng.normal(size=(n, 3)), rng.integers(0, 3, n), ("accuracy", "macro_f1", "loss")
+    elif task == "multi_label":
+        head = MultiLabelHead(thresholds=np.array([0.4, 0.5, 0.6]))
+        logits, targets = rng.normal(size=(n, 3)), (rng.random((n, 3)) < 0.4).astype(np.float32)
+        metrics = ("micro_f1", "macro_f1", "subset_accuracy")
+    else:
+        head, logits, targets, metrics = RegressionHead(), rng.normal(size=(n, 1)), rng.normal(size=n), ("mse", "pearson")
+    weights = rng.multinomial(n, np.full(n, 1.0 / n), size=5)
+    for metric in metrics:
+        fast = resampled_metric(head, metric, logits.astype(np.float32), targets, weights, labels)
+        slow = [head.metrics(logits[np.repeat(np.arange(n), w)].astype(np.float32), targets[np.repeat(np.arange(n), w)],
+                             labels)[metric] for w in weights]
+        assert fast == pytest.approx(slow, abs=1e-5), metric

@@ -1,0 +1,301 @@
+"""The run's candidates and its one choice: every deployable the run made, scored on validation, and
+the cheapest of those that hold the best score. What reaches the user is the choice, not the
+checkpoint the loop happened to keep.
+
+    choice = choose(task)          # tfm_cls.classify.finish, before calibration and the test split
+    task.model, task.task_head     # now the chosen model and its head (thresholds tuned on its logits)
+    choice.front                   # [{name, validation, test, texts_per_second, size_mb, ...}] -> metrics.json
+
+The candidates a run can make (`candidate_models`):
+
+    wide_and_deep   the best checkpoint: the fine-tuned encoder plus the fitted bag-of-terms branch
+    bag_of_terms    that branch alone and the head's bias (tfm_cls.model.bag): the TF-IDF + linear model
+                    fitted over the runtime's own tokens, a graph with no encoder. Only where the branch
+                    was warm-started, i.e. fitted as a model of its own (tfm_cls.classify.wide_fit)
+    encoder         the model of a run without a branch (the one candidate: nothing to choose)
+
+The rule (`pick`): the best candidate by validation `train.best_metric`; every candidate whose score
+is within one paired standard error of the best's (`paired_se`: the bootstrap over the validation
+texts of the difference between the two, both decided by their own tuned rule) holds that score;
+of those the one with the most texts per second (`texts_per_second`: the PyTorch model on one
+thread over validation texts, the cost a deployment pays per text) ships. One standard error,
+not a fixed margin, so the tolerance shrinks with a larger validation split and never trades a
+difference the split can resolve for speed. docs/recipe.md measures the rule on sets it was not
+chosen on.
+
+Every candidate not shipped is kept in RUN/candidates/NAME/ (model_config.json, model.safetensors):
+`tfm-cls export --run RUN --candidate NAME` exports it instead.
+"""
+
+from __future__ import annotations
+
+import copy
+import dataclasses
+import logging
+import time
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import torch
+from torch import nn
+
+from tfm_cls import runs as R
+from tfm_cls.classify.metrics import is_better
+from tfm_cls.classify.predict import evaluate
+from tfm_cls.data.tokenized import TokenizedSplit, collate
+from tfm_cls.data.tokenizer import PAD_ID
+from tfm_cls.io import write_json
+from tfm_cls.model.bag import BagOfTermsClassifier
+from tfm_cls.runs import CANDIDATES_DIR
+from tfm_cls.training.checkpoint import save_weights
+from tfm_cls.training.clock import FIXED_SECONDS, WallClock
+
+logger = logging.getLogger(__name__)
+
+BOOTSTRAP_SAMPLES = 200
+"""Resamples of the validation texts for a paired standard error (the SE of an SE is about 5 %)."""
+SPEED_ROWS = 256
+"""At most this many validation rows are timed per candidate (SPEED_SECONDS bounds it too)."""
+SPEED_SECONDS = 10.0
+
+
+@dataclasses.dataclass
+class Scored:
+    """One candidate: its model, its head (decision rule tuned on its own validation logits), its
+    validation metrics and logits, and its cost."""
+
+    name: str
+    model: nn.Module
+    head: Any
+    validation: dict[str, Any]
+    logits: np.ndarray
+    texts_per_second: float = 0.0
+    size_mb: float = 0.0
+
+
+@dataclasses.dataclass
+class Choice:
+    chosen: Scored
+    candidates: list[Scored]
+    front: list[dict[str, Any]]
+    rule: str
+
+
+def candidate_models(task: Any) -> dict[str, nn.Module]:
+    """The deployables of a trained task's model (the best weights loaded), by name."""
+    model, cfg = task.model, task.cfg
+    warm = getattr(getattr(cfg, "wide", None), "warm_start", False)
+    if getattr(model, "wide", None) is None or not warm or not hasattr(model, "encoder"):
+        return {"encoder" if getattr(model, "wide", None) is None else "wide_and_deep": model}
+    max_len = max((len(ids) for ids in task.splits["train"].input_ids), default=1)
+    return {"wide_and_deep": model, "bag_of_terms": BagOfTermsClassifier.from_wide_and_deep(model, max(max_len, 2))}
+
+
+def size_mb(model: nn.Module) -> float:
+    """The weights' size in MB (parameters and buffers as stored: what the .onnx file mostly is)."""
+    return sum(t.numel() * t.element_size() for t in model.state_dict().values()) / 1e6
+
+
+@torch.no_grad()
+def texts_per_second(model: nn.Module, split: TokenizedSplit, pad_id: int, batch_size: int = 32,
+                     rows: int = SPEED_ROWS, seconds: float = SPEED_SECONDS) -> float:
+    """Texts a second of `model` on one CPU thread over the split's first `rows` rows in batches of
+    `batch_size` (one batch first, untimed, to warm up; stops after `seconds`). A windowed split
+    counts its rows per example."""
+    model_was_training, threads = model.training, torch.get_num_threads()
+    model.eval()
+    torch.set_num_threads(1)
+    try:
+        indices = list(range(min(rows, split.num_rows)))
+        batches = [indices[i:i + batch_size] for i in range(0, len(indices), batch_size)]
+        device = next(model.parameters()).device
+        timed, started = 0, None
+        for i, batch_rows in enumerate(batches):
+            batch = collate(split, batch_rows, pad_id)
+            inputs = [batch["input_ids"].to(device), batch["attention_mask"].to(device)]
+            if "token_type_ids" in batch:
+                inputs.append(batch["token_type_ids"].to(device))
+            model(*inputs)
+            if i == 0:
+                started = time.perf_counter()
+                continue
+            timed += len(batch_rows)
+            if time.perf_counter() - started > seconds:
+                break
+        if started is None or timed == 0:  # one batch only: time it again
+            started, timed = time.perf_counter(), len(batches[0]) if batches else 0
+            if batches:
+                batch = collate(split, batches[0], pad_id)
+                model(batch["input_ids"].to(device), batch["attention_mask"].to(device),
+                      *([batch["token_type_ids"].to(device)] if "token_type_ids" in batch else []))
+        elapsed = max(time.perf_counter() - started, 1e-9)
+    finally:
+        torch.set_num_threads(threads)
+        model.train(model_was_training)
+    rows_per_text = split.num_rows / max(len(split), 1)
+    return timed / rows_per_text / elapsed
+
+
+def _f1(tp: np.ndarray, fp: np.ndarray, fn: np.ndarray) -> np.ndarray:
+    """F1 from counts (zero where there is nothing to count, as scikit-learn's zero_division=0)."""
+    denominator = 2 * tp + fp + fn
+    return np.where(denominator > 0, 2 * tp / np.maximum(denominator, 1e-12), 0.0)
+
+
+def resampled_metric(head: Any, metric: str, logits: np.ndarray, targets: np.ndarray, weights: np.ndarray,
+                     labels: list[str]) -> np.ndarray:
+    """`metric` of `logits` [N, ...] on each bootstrap resample, `weights` [B, N] (how often each text
+    is drawn) -> [B]. Counts are weighted sums, so every resample costs one product: accuracy,
+    micro-/macro-F1, subset accuracy, loss, mse, pearson; any other metric calls head.metrics per
+    resample."""
+    n = len(targets)
+    predicted = head.predicted(head.scores(logits))
+    if metric == "loss" and predicted.ndim == 1 and logits.ndim == 2:  # single-label cross-entropy
+        scaled = head.scaled(logits).astype(np.float64)
+        shifted = scaled - scaled.max(axis=1, keepdims=True)
+        nll = np.log(np.exp(shifted).sum(axis=1)) - shifted[np.arange(n), targets]
+        return weights @ nll / n
+    if metric == "accuracy" or (metric == "subset_accuracy" and predicted.ndim == 2):
+        right = predicted == targets if predicted.ndim == 1 else (predicted == (targets > 0.5)).all(axis=1)
+        return weights @ right.astype(np.float64) / n
+    if metric in ("micro_f1", "macro_f1") and predicted.ndim == 2:  # multi-label [N, C]
+        truth = targets > 0.5
+        tp, fp, fn = (weights @ (predicted & truth), weights @ (predicted & ~truth),
+                      weights @ (~predicted.astype(bool) & truth))  # [B, C]
+        if metric == "micro_f1":
+            return _f1(tp.sum(axis=1), fp.sum(axis=1), fn.sum(axis=1))
+        return _f1(tp, fp, fn).mean(axis=1)
+    if metric == "macro_f1" and predicted.ndim == 1:  # single-label: every class of `labels`
+        classes = np.arange(len(labels))
+        hit, said, gold = (predicted[:, None] == classes), (predicted[:, None] == classes), (targets[:, None] == classes)
+        tp = weights @ (hit & gold)
+        return _f1(tp, weights @ (said & ~gold), weights @ (gold & ~said)).mean(axis=1)
+    if metric in ("mse", "pearson") and predicted.ndim == 1 and np.issubdtype(np.asarray(targets).dtype, np.floating):
+        x, y = predicted.astype(np.float64), np.asarray(targets, dtype=np.float64)
+        if metric == "mse":
+            return weights @ (x - y) ** 2 / n
+        sx, sy, sxx, syy, sxy = (weights @ v / n for v in (x, y, x * x, y * y, x * y))
+        cov, vx, vy = sxy - sx * sy, sxx - sx * sx, syy - sy * sy
+        return np.where((vx > 0) & (vy > 0), cov / np.sqrt(np.maximum(vx * vy, 1e-300)), 0.0)
+    drawn = [np.repeat(np.arange(n), w) for w in weights]
+    return np.array([float(head.metrics(logits[i], targets[i], labels)[metric]) for i in drawn])
+
+
+def paired_se(head: Any, metric: str, a: np.ndarray, b: np.ndarray, targets: np.ndarray, labels: list[str],
+              head_b: Any | None = None, samples: int = BOOTSTRAP_SAMPLES, seed: int = 0) -> float:
+    """The standard error of metric(a) - metric(b) over the texts: the bootstrap's standard deviation
+    of the difference on resamples of the same texts (paired), each model decided by its own head's
+    tuned rule (`head` for `a`, `head_b` for `b`)."""
+    head_b = head_b if head_b is not None else head
+    n = len(targets)
+    if n < 2:
+        return float("inf")
+    weights = np.random.default_rng(seed).multinomial(n, np.full(n, 1.0 / n), size=samples)  # [B, N]
+    diffs = (resampled_metric(head, metric, a, targets, weights, labels)
+             - resampled_metric(head_b, metric, b, targets, weights, labels))
+    return float(np.std(diffs, ddof=1))
+
+
+def pick(scored: list[Scored], metric: str, targets: np.ndarray, labels: list[str]) -> tuple[Scored, list[dict[str, Any]]]:
+    """The rule of the module docstring: the best by `metric`, then the fastest within one paired SE of it.
+    Returns the chosen candidate and, per candidate, its tolerance and whether it holds the best score."""
+    best = scored[0]
+    for candidate in scored[1:]:
+        if is_better(metric, candidate.validation[metric], best.validation[metric]):
+            best = candidate
+    lower_is_better = metric in ("loss", "mse")
+    rows = []
+    for candidate in scored:
+        if candidate is best:
+            rows.append({"tolerance": 0.0, "holds_best": True})
+            continue
+        se = paired_se(best.head, metric, best.logits, candidate.logits, targets, labels, candidate.head)
+        gap = candidate.validation[metric] - best.validation[metric]
+        gap = -gap if lower_is_better else gap  # <= 0: how far below the best
+        rows.append({"tolerance": se, "holds_best": bool(gap >= -se)})
+    holding = [c for c, row in zip(scored, rows) if row["holds_best"]]
+    return max(holding, key=lambda c: c.texts_per_second), rows
+
+
+def choose(task: Any) -> Choice | None:
+    """Score the task's candidates on validation, pick one (`pick`), and make it the task's model and
+    head; None where there is nothing to choose (one candidate, or no validation split)."""
+    models = candidate_models(task)
+    validation = task.splits.get("validation")
+    if len(models) < 2 or validation is None or validation.num_rows == 0:
+        return None
+    cfg, env, labels = task.cfg, task.env, task.labels
+    metric = cfg.train.best_metric if cfg.train.best_metric else task.task_head.summary_keys[0]
+    pad_id = task.pad_id if task.pad_id is not None else PAD_ID
+    scored = []
+    for name, model in models.items():
+        head = copy.deepcopy(task.task_head)
+        metrics, logits = evaluate(model, validation, labels, cfg.train.eval_batch_size, env.device, pad_id, env=env,
+                                   amp=task.amp, head=head, tune=True)
+        scored.append(Scored(name, model, head, metrics, logits, texts_per_second(model, validation, pad_id),
+                             size_mb(model)))
+        logger.info("candidate %s: validation %s %.4f, %.1f texts/s on one thread, %.1f MB", name, metric,
+                    metrics[metric], scored[-1].texts_per_second, scored[-1].size_mb)
+    chosen, rows = pick(scored, metric, validation.labels, labels)
+    front = [{"name": c.name, "validation": {metric: c.validation[metric]}, "texts_per_second": c.texts_per_second,
+              "size_mb": c.size_mb, **row, "chosen": c is chosen, "saved_in": "." if c is chosen
+              else f"{CANDIDATES_DIR}/{c.name}"} for c, row in zip(scored, rows)]
+    rule = (f"best validation {metric}, then the most texts/s among the candidates within one paired standard error "
+            f"(bootstrap, {BOOTSTRAP_SAMPLES} resamples of {validation.num_rows} texts) of it")
+    best_row = max(front, key=lambda r: (r["tolerance"] == 0.0))
+    logger.info("chosen: %s (%s); best on validation: %s", chosen.name, rule, best_row["name"])
+    task.model, task.task_head = chosen.model, chosen.head
+    return Choice(chosen, scored, front, rule)
+
+
+def save_candidates(run_dir: Path, choice: Choice, labels: list[str]) -> None:
+    """The chosen model becomes the run's model (model_config.json, model.safetensors); every other
+    candidate goes to RUN/candidates/NAME/ with its own decision rule (a multi-label model's tuned
+    thresholds; finish_run writes the chosen one's). Each file is written atomically."""
+    # the others first: a run killed in between still holds the trained model (finish_run reads it back)
+    for candidate in sorted(choice.candidates, key=lambda c: c is choice.chosen):
+        folder = run_dir if candidate is choice.chosen else run_dir / CANDIDATES_DIR / candidate.name
+        folder.mkdir(parents=True, exist_ok=True)
+        save_weights(candidate.model, folder / R.WEIGHTS_FILE)
+        write_json(folder / R.MODEL_CONFIG_FILE, candidate.model.config)
+        if candidate is not choice.chosen:
+            candidate.head.save_decision(folder, labels)
+
+
+def trained_weights(run_dir: Path) -> Path:
+    """Where the trained model's best weights are: RUN/model.safetensors, unless a finish that chose
+    another candidate was interrupted after moving them to RUN/candidates/ (the loop's model is the
+    first candidate, `candidate_models`)."""
+    for name in ("wide_and_deep", "encoder"):
+        moved = run_dir / CANDIDATES_DIR / name / R.WEIGHTS_FILE
+        if moved.is_file():
+            return moved
+    return run_dir / R.WEIGHTS_FILE
+
+
+def score_test(choice: Choice, task: Any, chosen_test: dict[str, Any] | None,
+               clock: WallClock | None = None) -> list[str]:
+    """Each candidate's test score into the front (reported, never chosen on); the chosen one's is
+    `chosen_test` (finish_run scored it already). A candidate whose scoring the wall clock does not
+    afford (its validation pass's time, scaled to test) is left unscored; returns what was skipped."""
+    test = task.splits.get("test")
+    skipped: list[str] = []
+    if test is None:
+        return skipped
+    cfg, env, pad_id = task.cfg, task.env, task.pad_id if task.pad_id is not None else PAD_ID
+    for candidate, row in zip(choice.candidates, choice.front):
+        metric = next(iter(row["validation"]))
+        if candidate is choice.chosen and chosen_test is not None:
+            row["test"] = {metric: chosen_test[metric]}
+            continue
+        needed = candidate.validation.get("seconds", 0.0) * len(test) / max(candidate.validation.get("examples", 1), 1)
+        if clock is not None and not clock.affords(needed + FIXED_SECONDS):
+            row["test"] = None
+            skipped.append(f"{candidate.name} not scored on test (~{needed:.0f} s; {max(clock.left(), 0):.0f} s left)")
+            logger.warning("wall-clock budget: %s", skipped[-1])
+            continue
+        metrics, _ = evaluate(candidate.model, test, task.labels, cfg.train.eval_batch_size, env.device, pad_id,
+                              env=env, amp=task.amp, head=copy.deepcopy(candidate.head))
+        row["test"] = {metric: metrics[metric]}
+    return skipped
