@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import dataclasses
 import logging
+import time
 from pathlib import Path
 from typing import Any
 
@@ -53,6 +54,7 @@ from tfm_cls.errors import ConfigError
 from tfm_cls.io import read_json, write_json
 from tfm_cls.model.classifier import token_limit
 from tfm_cls.training import distributed as D
+from tfm_cls.training.clock import WallClock
 from tfm_cls.training.engine import Engine, ScalarSink, job, start_process
 from tfm_cls.training.tensorboard import TensorBoardSink
 
@@ -164,9 +166,18 @@ def build_model_and_tokenizer(
     return model, tokenizer
 
 
+def _finish_rows(cfg: ClassifierConfig, splits: dict[str, Any]) -> int:
+    """Texts the end of the run scores with the trained model (tfm_cls.classify.finish): validation once
+    (the candidates), test for the shipped model and, where a warm-started branch makes a second
+    candidate, for the one not shipped."""
+    test_passes = 2 if cfg.wide.enabled and cfg.wide.warm_start else 1
+    return sum(len(splits[name]) * (test_passes if name == "test" else 1) for name in ("validation", "test")
+               if name in splits)
+
+
 def train(
     cfg: ClassifierConfig, data: ClassificationData | None = None, *, resume: bool = False, overwrite: bool = False,
-    sinks: list[ScalarSink] | None = None, score_test: bool = True,
+    sinks: list[ScalarSink] | None = None, score_test: bool = True, started: float | None = None,
 ) -> dict[str, Any]:
     """Train, evaluate and write the run directory; returns the contents of metrics.json.
     Under torchrun, every process calls this (DDP; docs/distributed.md).
@@ -175,7 +186,10 @@ def train(
     the Python API's texts); without a test split, nothing is tested (tfm_cls.classify.finish).
     `sinks` receive the engine's scalars besides TensorBoard (e.g. a tuning trial's pruner);
     `score_test=False` drops the test split right after loading, before anything is tokenized or
-    scored: metrics.json then holds validation only (hyperparameter search, tfm_cls.tune)."""
+    scored: metrics.json then holds validation only (hyperparameter search, tfm_cls.tune).
+    `started`: the time.monotonic() the run's `train.wall_minutes` counts from (default: now; the
+    command line gives its process's start, tfm_cls.training.clock.process_started)."""
+    started = time.monotonic() if started is None else started
     if data is None and _names_labels(cfg):  # a {label: weight} mapping is checked before anything is written
         data = load_data(cfg.data)
     if data is not None:
@@ -208,6 +222,7 @@ def train(
         # and the warm start's training offsets, which the task adds to the logits in its loss
         offsets = start_wide(cfg, model, splits, data.labels, run_dir, resume=resume, env=env)
         task = ClassificationTask(cfg, model, splits, data.labels, run_dir, env, amp, offsets=offsets)
+        clock = WallClock(cfg.train.wall_minutes, started, finish_rows=_finish_rows(cfg, splits))
         logger.info(
             "model: %.2fM parameters, %d layers, d_model %d, device %s, %s",
             sum(p.numel() for p in model.parameters()) / 1e6, len(model.encoder.layers), model.config["d_model"],
@@ -215,7 +230,8 @@ def train(
         )
         board = TensorBoardSink.open(run_dir, cfg.train.tensorboard, fresh=not resume) if env.is_main else None
         try:
-            engine = Engine(task, cfg.train, env, amp, run_dir, sinks=[s for s in (board, *(sinks or [])) if s])
+            engine = Engine(task, cfg.train, env, amp, run_dir, sinks=[s for s in (board, *(sinks or [])) if s],
+                            clock=clock)
             warmup = cfg.train.warmup_steps
             if warmup is not None and warmup >= engine.planned_steps:
                 logger.warning(
@@ -224,7 +240,8 @@ def train(
                     cfg.train.lr,
                 )
             state = engine.fit(resume)
-            return finish_run(task, data, state, state.epoch + state.position / engine.batches_per_epoch, board)
+            return finish_run(task, data, state, state.epoch + state.position / engine.batches_per_epoch, board,
+                              clock=clock)
         finally:
             if board is not None:
                 board.close()

@@ -119,8 +119,10 @@ def run(args: argparse.Namespace) -> int:
         return 0
     from tfm_cls.classify.heads import head_for
     from tfm_cls.train import train
+    from tfm_cls.training.clock import process_started
 
     quiet_datasets()
-    metrics = train(cfg, data, resume=args.resume, overwrite=args.overwrite)
+    # train.wall_minutes (the recipe's --minutes) counts from this process's start: loading counts too
+    metrics = train(cfg, data, resume=args.resume, overwrite=args.overwrite, started=process_started())
     print_run_summary(cfg.resolved_run_dir(), metrics, head_for(cfg).summary_keys)
     return 0

@@ -243,6 +243,10 @@ class TrainConfig:
     """Stop after this many optimizer steps (None: run all epochs)."""
     max_minutes: float | None = None
     """Wall-clock budget for training; the learning-rate decay is stretched to end with the budget."""
+    wall_minutes: float | None = None
+    """The whole run's wall-clock budget, from the start of the process to the written run directory
+    (the recipe sets it to --minutes): the loop stops when the time left is what the end of the run is
+    measured to need, and the steps after it shrink when the clock says so (tfm_cls.training.clock)."""
     batch_size: int = 32
     eval_batch_size: int = 128
     grad_accum_steps: int = 1
@@ -336,6 +340,8 @@ class TrainConfig:
             value = getattr(self, key)
             require(value is None or value >= 1, f"train.{key}: expected >= 1 or null, got {value}")
         require(self.max_minutes is None or self.max_minutes > 0, f"train.max_minutes: expected > 0, got {self.max_minutes}")
+        require(self.wall_minutes is None or 0 < self.wall_minutes < float("inf"),
+                f"train.wall_minutes: expected a finite number > 0, got {self.wall_minutes}")
         require(self.lr > 0, f"train.lr: expected > 0, got {self.lr}")
         require(self.head_lr is None or self.head_lr > 0, f"train.head_lr: expected > 0, got {self.head_lr}")
         require(0.0 < self.layerwise_lr_decay <= 1.0, f"train.layerwise_lr_decay: expected (0, 1], got {self.layerwise_lr_decay}")

@@ -42,6 +42,7 @@ from tfm_cls.errors import TrainingDivergedError
 from tfm_cls.runs import LAST_CHECKPOINT, LOG_FILE, log_to_file
 from tfm_cls.training import distributed as D
 from tfm_cls.training.checkpoint import resume_training_checkpoint, save_training_checkpoint
+from tfm_cls.training.clock import WallClock
 from tfm_cls.training.optim import affordable_total_steps, apply_lr, param_groups, set_body_trainable
 from tfm_cls.training.precision import Precision
 
@@ -155,9 +156,12 @@ class Engine:
 
     def __init__(
         self, task: Task, cfg: TrainConfig, env: D.DistEnv, amp: Precision, run_dir: Path,
-        sinks: list[ScalarSink] | None = None,
+        sinks: list[ScalarSink] | None = None, clock: WallClock | None = None,
     ) -> None:
+        """`clock`: the run's wall-clock budget (tfm_cls.training.clock); each evaluation tells it what
+        a row costs, and the loop stops when the time left is what the end of the run needs."""
         self.task, self.cfg, self.env, self.amp = task, cfg, env, amp
+        self.clock = clock
         self.sinks = sinks if env.is_main and sinks else []  # rank 0 reports for all
         self.checkpoint_path = run_dir / LAST_CHECKPOINT
         self.batches_per_epoch = len(task.epoch_batches(0))
@@ -190,7 +194,10 @@ class Engine:
 
     def _evaluate(self) -> None:
         state, cfg, best_metric = self.state, self.cfg, self.task.best_metric
+        started = time.perf_counter()
         metrics = self.task.evaluate()
+        if self.clock is not None:
+            self.clock.measured(time.perf_counter() - started, int(metrics.get("examples", 0)))
         if "loss" in metrics:
             self._require_finite(metrics["loss"], "validation loss")
         state.last_eval_step = state.step
@@ -305,6 +312,9 @@ class Engine:
                 if task.has_validation and cfg.eval_every and state.step % cfg.eval_every == 0:
                     self._evaluate()
                 state.stopped = stop_reason(cfg, state.step, state.seconds, planned_steps) or state.stopped
+                if self.clock is not None and not state.stopped:
+                    # every rank reads its own clock: under DDP they agree to within a step's collective
+                    state.stopped = self.clock.stop_reason()
                 if state.position >= len(batches):
                     break
                 if (cfg.checkpoint_every and state.step % cfg.checkpoint_every == 0) or state.last_eval_step == state.step:
