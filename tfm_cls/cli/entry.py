@@ -1,4 +1,5 @@
-"""`tfm-cls`: train, evaluate, report, predict, pretrain, distill, export, verify, quantize, infer, batch and serve.
+"""`tfm-cls`: train, evaluate, report, predict, pretrain, distill, export, verify, quantize, infer, batch, serve,
+suggest and label.
 
 The top-level parser, assembled from one module per command (each adds its subparser and runs
 it), and the one error convention: bad input (a config, a file, a run directory; a missing extra)

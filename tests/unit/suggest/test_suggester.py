@@ -117,3 +117,14 @@ def test_output_is_written_whole(tmp_path):
     write_suggestions(str(out), s.suggest(3))
     rows = [json.loads(line) for line in out.read_text().splitlines()]
     assert [r["rank"] for r in rows] == [1, 2, 3] and all(r["guess"] is None for r in rows)
+
+
+def test_multi_label_uncertainty_names_the_label_nearest_its_threshold(tmp_path):
+    texts = pool_texts()
+    labelled = folder(tmp_path, [{"text": texts[0], "labels": ["cat"]}, {"text": texts[1], "labels": ["car"]},
+                                 {"text": texts[2], "labels": ["rain", "cat"]}, {"text": texts[4], "labels": []}])
+    assert labelled.multi_label
+    s = Suggester(collect(enumerate(texts, 1), labelled=labelled.keys), WordVectors(), labelled.names)
+    got = s.suggest(4, labelled)
+    assert len(got) == 4 and all("nearest its threshold" in g.reason for g in got)
+    assert all(set(g.guess) == {"labels", "scores"} and set(g.guess["scores"]) == {"cat", "car", "rain"} for g in got)
