@@ -172,6 +172,9 @@ class Suggester:
             if guess is not None and not has_labels:
                 guess["from"] = "label names (zero-shot)"
             out.append(Suggestion(self.texts[i], self.lines[i], p.reason, guess, p.uncertainty))
+        if len(out) < n:
+            logger.warning("%d suggestions, not %d: the rest of the pool's %d new texts are near-copies of labelled or "
+                           "picked ones", len(out), n, len(rows))
         return out
 
 

@@ -104,35 +104,34 @@ class HashedVectors:
 
     def __init__(self, dims: int = 2**16) -> None:
         from sklearn.feature_extraction.text import HashingVectorizer
-        from sklearn.pipeline import FeatureUnion
 
-        self.union = FeatureUnion([
-            ("words", HashingVectorizer(n_features=dims, ngram_range=(1, 2), alternate_sign=False, norm=None)),
-            ("chars", HashingVectorizer(n_features=dims, analyzer="char_wb", ngram_range=(3, 5),
-                                        alternate_sign=False, norm=None)),
-        ])
+        self.parts = [
+            HashingVectorizer(n_features=dims, ngram_range=(1, 2), alternate_sign=False, norm=None),
+            HashingVectorizer(n_features=dims, analyzer="char_wb", ngram_range=(3, 5), alternate_sign=False, norm=None),
+        ]
         self.unk_id = None
 
     def unknown_share(self, texts: list[str]) -> np.ndarray:
         return np.asarray([0.0 if t.strip() else 1.0 for t in texts], np.float32)
 
-    def __call__(self, texts: list[str]) -> np.ndarray:
-        from sklearn.decomposition import TruncatedSVD  # noqa: F401  (dense vectors come from the reducer)
+    def __call__(self, texts: list[str]) -> Any:
+        from scipy.sparse import hstack
 
-        x = self.union.transform(texts)
+        x = hstack([part.transform(texts) for part in self.parts]).tocsr()
         x.data = 1.0 + np.log(x.data)
-        return x  # sparse; reduced to dense by `dense` below
+        return x  # sparse [N, 2 * dims]; `dense` projects it
 
 
 def dense(vectors: Any, dims: int = 256, seed: int = 0) -> np.ndarray:
-    """Unit dense vectors [N, D] of what a Vectorizer returned (sparse hashed counts are reduced by
-    a seeded random projection, which keeps cosines)."""
+    """Unit dense vectors [N, D] of what a Vectorizer returned: sparse hashed counts are reduced by
+    a seeded sparse random projection (the same matrix every call: it depends on the seed and the
+    width only), which keeps cosines roughly."""
     if isinstance(vectors, np.ndarray):
         return vectors
-    from sklearn.random_projection import GaussianRandomProjection
+    from sklearn.random_projection import SparseRandomProjection
 
-    projected = GaussianRandomProjection(n_components=dims, random_state=seed).fit_transform(vectors)
-    return _unit(np.asarray(projected))
+    projection = SparseRandomProjection(n_components=dims, random_state=seed, dense_output=True)
+    return _unit(np.asarray(projection.fit_transform(vectors)))
 
 
 def default_vectorizer(**kwargs: Any) -> Callable[[list[str]], np.ndarray]:
