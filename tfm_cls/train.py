@@ -29,6 +29,7 @@ from torch import nn
 
 from tfm_cls import runs as R
 from tfm_cls.classify.contrastive import fit_contrastive
+from tfm_cls.classify.few_label_choice import cross_validate
 from tfm_cls.classify.finish import finish_run
 from tfm_cls.classify.heads import check_loss_weights, head_for
 from tfm_cls.classify.task import ClassificationTask, segment_kwargs
@@ -54,8 +55,9 @@ from tfm_cls.errors import ConfigError
 from tfm_cls.io import read_json, write_json
 from tfm_cls.model.classifier import token_limit
 from tfm_cls.training import distributed as D
+from tfm_cls.training.checkpoint import save_weights
 from tfm_cls.training.clock import WallClock
-from tfm_cls.training.engine import Engine, ScalarSink, job, start_process
+from tfm_cls.training.engine import Engine, ScalarSink, TrainState, job, start_process
 from tfm_cls.training.tensorboard import TensorBoardSink
 
 logger = logging.getLogger(__name__)
@@ -175,6 +177,26 @@ def _finish_rows(cfg: ClassifierConfig, splits: dict[str, Any]) -> int:
                if name in splits)
 
 
+def _few_labels(cfg: ClassifierConfig, model: nn.Module, splits: dict[str, Any], data: ClassificationData,
+                run_dir: Path, env: D.DistEnv, amp: Any, resume: bool) -> dict[str, Any]:
+    """The few-label regime: the classical model against the encoder by cross-validation on the labelled
+    texts (tfm_cls.classify.few_label_choice, one process); the bag of terms ships where it wins,
+    else the contrastive fine-tuning and its fitted head."""
+    choice = cross_validate(cfg, model, splits["train"], data.labels) if not env.distributed else None
+    extra = {"candidates": {"rule": choice.rule, "chosen": choice.chosen, "front": choice.front}} if choice else None
+    if choice is not None and choice.bag is not None:
+        model = choice.bag
+        if env.is_main:
+            write_json(run_dir / R.MODEL_CONFIG_FILE, model.config)
+            save_weights(model, run_dir / R.WEIGHTS_FILE)
+        state = TrainState(best_step=0, stopped="few labels: the bag of terms won the cross-validation (no fine-tuning)")
+        return finish_run(ClassificationTask(cfg, model, splits, data.labels, run_dir, env, amp), data, state, 0.0,
+                          extra=extra)
+    state, passes = fit_contrastive(cfg, model, splits["train"], run_dir, env, amp, resume)
+    return finish_run(ClassificationTask(cfg, model, splits, data.labels, run_dir, env, amp), data, state, passes,
+                      extra=extra)
+
+
 def train(
     cfg: ClassifierConfig, data: ClassificationData | None = None, *, resume: bool = False, overwrite: bool = False,
     sinks: list[ScalarSink] | None = None, score_test: bool = True, started: float | None = None,
@@ -216,8 +238,7 @@ def train(
             splits = tokenize_splits(data.splits, tokenizer, long_text_of(cfg.tokenizer, cfg.inference),
                                      train_windows=cfg.train.window == "random")
         if cfg.contrastive.iterations:  # few labelled texts: pairs, then a fitted head (tfm_cls.classify.contrastive)
-            state, passes = fit_contrastive(cfg, model, splits["train"], run_dir, env, amp, resume)
-            return finish_run(ClassificationTask(cfg, model, splits, data.labels, run_dir, env, amp), data, state, passes)
+            return _few_labels(cfg, model, splits, data, run_dir, env, amp, resume)
         # the wide branch (tfm_cls.classify.wide_fit): its IDF table and warm start on a fresh run,
         # and the warm start's training offsets, which the task adds to the logits in its loss
         offsets = start_wide(cfg, model, splits, data.labels, run_dir, resume=resume, env=env)

@@ -46,6 +46,7 @@ from tfm_cls.classify.predict import evaluate
 from tfm_cls.data.tokenized import TokenizedSplit, collate
 from tfm_cls.data.tokenizer import PAD_ID
 from tfm_cls.io import write_json
+from tfm_cls.model.bag import ARCHITECTURE as BAG_ARCHITECTURE
 from tfm_cls.model.bag import BagOfTermsClassifier
 from tfm_cls.runs import CANDIDATES_DIR
 from tfm_cls.training.checkpoint import save_weights
@@ -86,7 +87,9 @@ def candidate_models(task: Any) -> dict[str, nn.Module]:
     """The deployables of a trained task's model (the best weights loaded), by name."""
     model, cfg = task.model, task.cfg
     warm = getattr(getattr(cfg, "wide", None), "warm_start", False)
-    if getattr(model, "wide", None) is None or not warm or not hasattr(model, "encoder"):
+    if model.config.get("architecture") == BAG_ARCHITECTURE:
+        return {"bag_of_terms": model}
+    if getattr(model, "wide", None) is None or not warm:
         return {"encoder" if getattr(model, "wide", None) is None else "wide_and_deep": model}
     max_len = max((len(ids) for ids in task.splits["train"].input_ids), default=1)
     return {"wide_and_deep": model, "bag_of_terms": BagOfTermsClassifier.from_wide_and_deep(model, max(max_len, 2))}

@@ -125,3 +125,13 @@ def test_resampled_metrics_equal_the_heads_own_metrics_on_each_resample(task):
         slow = [head.metrics(logits[np.repeat(np.arange(n), w)].astype(np.float32), targets[np.repeat(np.arange(n), w)],
                              labels)[metric] for w in weights]
         assert fast == pytest.approx(slow, abs=1e-5), metric
+
+
+def test_stratified_folds_hold_out_every_text_once_with_each_class_spread():
+    from tfm_cls.classify.few_label_choice import folds_of
+
+    targets = np.array([0] * 8 + [1] * 8 + [2] * 4)
+    folds = folds_of(targets, 4, seed=0)
+    assert sorted(np.concatenate(folds).tolist()) == list(range(20))
+    for held in folds:  # each fold holds every class
+        assert set(targets[held]) == {0, 1, 2}

@@ -1,0 +1,182 @@
+"""Issue 41's targets: what a recipe run ships against what it measured, and what that costs the user.
+
+For each data folder: `tfm-cls train --data DIR --minutes M run_dir=RUN train.num_threads=T` in a
+subprocess (its wall clock, start to exit, against the budget), then every candidate the run made
+(metrics.json `candidates`) exported to .onnx and timed with the torch-free runtime on one thread
+over the test texts (paired rounds, medians), beside the run's own scikit-learn baseline.
+
+    python -m benchmarks.selection --data ../shared/data/mr_polarity ../shared/data/trec --minutes 5
+    python -m benchmarks.selection --runs /tmp/runs/mr5 --data ../shared/data/mr_polarity   # a finished run
+
+Columns: the shipped candidate; each candidate's validation and test score (x 100), texts/s and
+.onnx MB; the best classical model on test (the in-graph bag_of_terms candidate, or the scikit-learn
+baseline metrics.json `baseline`, whichever is higher); the shipped model's speed against the
+wide_and_deep export (the model every run shipped before the choice); wall seconds / budget.
+Targets (issue 41): shipped >= best classical on test; shipped >= best candidate - its tolerance
+(on test); where the encoder adds nothing measurable (the bag holds the best score) the shipped
+model >= 20x the wide_and_deep's texts/s; wall <= 1.05 x budget.
+Writes bench_results/selection-<time>.json and .md. Run one at a time (a 2-core box: the budget is
+wall clock, and a second job slows the run it measures, which is a case the target covers too).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import logging
+import os
+import subprocess
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+from benchmarks.harness.data import read_texts
+from benchmarks.harness.results import OUT, environment, write_results
+from benchmarks.harness.timing import paired_rounds
+
+logger = logging.getLogger("benchmarks.selection")
+SPEED_TEXTS = 256
+
+
+def train_run(data: Path, run: Path, minutes: float, threads: int, extra: list[str]) -> dict[str, Any]:
+    """Run the recipe in a subprocess; its wall seconds (process start to exit) and exit code. A run
+    directory with a metrics.json and a saved timing is reused."""
+    timing = run.parent / f"{run.name}.timing.json"
+    if (run / "metrics.json").is_file() and timing.is_file():
+        return json.loads(timing.read_text())
+    env = {**os.environ, "OMP_NUM_THREADS": str(threads)}
+    command = [sys.executable, "-m", "tfm_cls.cli", "train", "--data", str(data), "--minutes", f"{minutes:g}",
+               f"run_dir={run}", f"train.num_threads={threads}", "--overwrite", *extra]
+    logger.info("%s", " ".join(command))
+    started = time.monotonic()
+    done = subprocess.run(command, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
+    result = {"wall_seconds": time.monotonic() - started, "budget_seconds": minutes * 60, "returncode": done.returncode,
+              "load_average_after": os.getloadavg()}
+    if done.returncode != 0:
+        raise RuntimeError(f"{data}: tfm-cls train exited {done.returncode}: {done.stderr[-2000:]}")
+    timing.write_text(json.dumps(result))
+    return result
+
+
+def export_candidates(run: Path, front: list[dict[str, Any]]) -> dict[str, Path]:
+    """Each candidate of the run as .onnx (the chosen one as RUN/model.onnx), unverified: the tests
+    verify the path; the benchmark times it."""
+    from tfm_cls.export.exporter import export_run
+
+    paths = {}
+    for row in front:
+        target = run / ("model.onnx" if row["chosen"] else f"candidate-{row['name']}.onnx")
+        if not target.is_file():
+            export_run(run, target, candidate=None if row["chosen"] else row["name"])
+        paths[row["name"]] = target
+    return paths
+
+
+def speeds(paths: dict[str, Path], texts: list[str], rounds: int) -> dict[str, float]:
+    """Texts a second of each file on one thread (the runtime's Classifier), paired rounds, medians."""
+    from tfm_cls.runtime.session import Classifier
+
+    classifiers = {name: Classifier(str(path), threads=1) for name, path in paths.items()}
+    timed = paired_rounds({name: (lambda c=c: c.classify(texts)) for name, c in classifiers.items()}, rounds)
+    return {name: len(texts) / timed.median(name) for name in paths}
+
+
+def measure(data: Path, run: Path, args: argparse.Namespace) -> dict[str, Any]:
+    timing = (train_run(data, run, args.minutes, args.threads, args.extra) if not args.runs
+              else {"wall_seconds": None, "budget_seconds": None})
+    metrics = json.loads((run / "metrics.json").read_text())
+    candidates = metrics.get("candidates")
+    metric = metrics["best_metric"]
+    row: dict[str, Any] = {"data": str(data), "run": str(run), "metric": metric, **timing,
+                           "steps": metrics.get("steps"), "best_step": metrics.get("best_step"),
+                           "stopped": metrics.get("stopped"), "wall_clock": metrics.get("wall_clock")}
+    baseline = metrics.get("baseline") or {}
+    row["sklearn_baseline"] = {"model": baseline.get("model"), "test": (baseline.get("test") or {}).get(metric)}
+    if not candidates:  # one model: nothing was chosen
+        row["shipped"] = "the only model"
+        row["shipped_test"] = metrics.get("test", {}).get(metric)
+        return row
+    front = candidates["front"]
+    paths = export_candidates(run, front)
+    texts = read_texts(data / "test.jsonl", limit=SPEED_TEXTS)
+    rates = speeds(paths, texts, args.rounds)
+    for candidate in front:
+        candidate["onnx_texts_per_second"] = rates[candidate["name"]]
+        candidate["onnx_mb"] = paths[candidate["name"]].stat().st_size / 1e6
+    shipped = next(c for c in front if c["chosen"])
+    by_name = {c["name"]: c for c in front}
+    tests = {c["name"]: (c.get("test") or {}).get(metric) for c in front}
+    classical = [v for v in (tests.get("bag_of_terms"), row["sklearn_baseline"]["test"]) if v is not None]
+    best = max(front, key=lambda c: (c.get("test") or {}).get(metric, float("-inf")))
+    row.update(shipped=shipped["name"], shipped_test=tests[shipped["name"]], front=front,
+               best_classical_test=max(classical) if classical else None)
+    deep = by_name.get("wide_and_deep")
+    row["speedup_over_wide_and_deep"] = (shipped["onnx_texts_per_second"] / deep["onnx_texts_per_second"]
+                                         if deep else None)
+    encoder_adds_nothing = by_name.get("bag_of_terms", {}).get("holds_best", False)
+    row["targets"] = {
+        ">= best classical (test)": row["shipped_test"] >= row["best_classical_test"] - 1e-12
+        if classical else None,
+        ">= best candidate - tolerance (test)": row["shipped_test"] >= tests[best["name"]] - shipped["tolerance"]
+        - (best["tolerance"] if best is not shipped else 0) - 1e-12 if tests[best["name"]] is not None else None,
+        ">= 20x wide_and_deep where the encoder adds nothing": (row["speedup_over_wide_and_deep"] >= 20
+                                                               if encoder_adds_nothing and deep else None),
+        "wall <= 1.05 x budget": (timing["wall_seconds"] <= 1.05 * timing["budget_seconds"]
+                                  if timing.get("wall_seconds") else None),
+    }
+    return row
+
+
+def table(rows: list[dict[str, Any]]) -> str:
+    out = ["| set | shipped | candidates: validation / test (x100), texts/s, MB | best classical test | speedup | "
+           "wall / budget | targets met |", "|---|---|---|---:|---:|---:|---|"]
+    for row in rows:
+        cells = []
+        for c in row.get("front", []):
+            (metric, value), = c["validation"].items()
+            test = (c.get("test") or {}).get(metric)
+            cells.append(f"{c['name']}{'*' if c['chosen'] else ''} {100 * value:.1f} / "
+                         f"{'-' if test is None else f'{100 * test:.1f}'}, {c['onnx_texts_per_second']:.0f}/s, "
+                         f"{c['onnx_mb']:.1f} MB")
+        wall = (f"{row['wall_seconds']:.0f} / {row['budget_seconds']:.0f} s" if row.get("wall_seconds") else "-")
+        targets = row.get("targets", {})
+        met = ", ".join(f"{'yes' if v else 'NO'}: {k}" for k, v in targets.items() if v is not None)
+        best = row.get("best_classical_test")
+        speed = row.get("speedup_over_wide_and_deep")
+        out.append(f"| {Path(row['data']).name} | {row['shipped']} | {'; '.join(cells)} | "
+                   f"{'-' if best is None else f'{100 * best:.1f}'} | {'-' if speed is None else f'{speed:.1f}x'} | "
+                   f"{wall} | {met} |")
+    return "\n".join(out)
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    parser.add_argument("--data", nargs="+", required=True, help="data folders (train.jsonl, test.jsonl, ...)")
+    parser.add_argument("--runs", nargs="*", help="finished run directories, one per --data folder (no training)")
+    parser.add_argument("--minutes", type=float, default=5.0)
+    parser.add_argument("--threads", type=int, default=1)
+    parser.add_argument("--rounds", type=int, default=3, help="paired timing rounds over the test texts")
+    parser.add_argument("--run-root", default=str(OUT / "selection-runs"))
+    parser.add_argument("--extra", nargs="*", default=[], help="more dotted overrides for every run")
+    parser.add_argument("--out", default=str(OUT))
+    args = parser.parse_args(argv)
+    logging.basicConfig(level=logging.INFO, format="%(asctime)s %(message)s")
+    if args.runs and len(args.runs) != len(args.data):
+        parser.error("--runs: one run directory per --data folder")
+    rows = []
+    for i, folder in enumerate(args.data):
+        data = Path(folder)
+        run = Path(args.runs[i]) if args.runs else Path(args.run_root) / f"{data.name}-{args.minutes:g}min"
+        rows.append(measure(data, run, args))
+        logger.info("%s", table(rows[-1:]))
+    text = table(rows)
+    print(text)
+    path = write_results(args.out, "selection", {"rows": rows, "minutes": args.minutes, "threads": args.threads,
+                                                 "environment": environment()}, text)
+    print(f"wrote {path}")
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

@@ -1,0 +1,44 @@
+"""Few labelled texts: the classical model against the encoder by cross-validation on the labelled texts
+(tfm_cls.classify.few_label_choice). Where the words give the class away and the encoder knows nothing
+(a random one), the bag of terms ships, with no fine-tuning, as one verified .onnx run by the runtime."""
+
+import numpy as np
+import pytest
+from kits.tiny_topics import CLASSES, TINY, make_texts, write_dataset
+
+from tfm_cls import runs as R
+from tfm_cls.classify.few_label_choice import cross_validate
+from tfm_cls.classify.predict import texts_logits
+from tfm_cls.config import ClassifierConfig, load_config
+from tfm_cls.export.exporter import export_run
+from tfm_cls.export.verify import verify
+from tfm_cls.model import BagOfTermsClassifier
+from tfm_cls.runtime.heads import softmax
+from tfm_cls.runtime.session import Classifier
+from tfm_cls.train import train
+
+
+def test_the_bag_wins_the_cross_validation_where_the_words_tell_and_ships_without_fine_tuning(tmp_path):
+    names = lambda rows: [{"text": r["text"], "label": CLASSES[r["label"]]} for r in rows]  # noqa: E731
+    data = write_dataset(tmp_path / "data", {"train": names(make_texts(18, 0)), "test": names(make_texts(30, 5))})
+    run = tmp_path / "run"
+    cfg = load_config(ClassifierConfig, None, [*TINY, f"data.path={data}", f"run_dir={run}",
+                                               "data.validation_fraction=0", "model.normalize=true",
+                                               "contrastive.iterations=2", "train.best_metric=accuracy"])
+    metrics = train(cfg)
+    front = {row["name"]: row for row in metrics["candidates"]["front"]}
+    assert metrics["candidates"]["chosen"] == "bag_of_terms" and front["bag_of_terms"]["chosen"]
+    # a random encoder's frozen vectors say little; the topic words say it all
+    assert front["bag_of_terms"]["validation"]["accuracy"] > front["encoder"]["validation"]["accuracy"] + \
+        front["bag_of_terms"]["tolerance"]
+    assert {"blend 0.25", "blend 0.5", "blend 0.75"} <= set(front)
+    assert metrics["steps"] == 0 and "cross-validation" in metrics["stopped"]  # no contrastive stage was paid for
+    assert metrics["test"]["accuracy"] > 0.9
+    loaded = R.load_run(run)
+    assert isinstance(loaded.model, BagOfTermsClassifier)
+    path = export_run(run)
+    assert verify(loaded.model, path).ok
+    texts = ["a dog and a cat", "rice soup", "chess golf tennis", ""]
+    scores, _, _ = Classifier(str(path)).classify(texts)
+    torch_logits, _, _ = texts_logits(loaded, texts)
+    assert np.asarray(scores) == pytest.approx(softmax(torch_logits / loaded.temperature), abs=1e-5)

@@ -1,0 +1,141 @@
+"""With a few labelled texts and no validation split, the choice between the classical model and the
+encoder is made by cross-validation on the labelled texts, before any fine-tuning is paid for.
+
+    choice = cross_validate(cfg, model, train_split, labels)     # tfm_cls.train, few-label regime
+    choice.chosen == "bag_of_terms"  ->  choice.bag is the model the run ships (no contrastive stage)
+    choice.front                     ->  metrics.json `candidates` (the card's table)
+
+Out-of-fold logits of each candidate over k stratified folds (k = min(CV_FOLDS, the rarest class's
+count), at least 2):
+
+    bag_of_terms   the TF-IDF bag of the text's tokens and their hashed pairs (tfm_cls.model.bag) fitted
+                   as a logistic regression (wide_fit's L-BFGS, C = BAG_C) on the other folds
+    encoder        the pretrained encoder's unit sentence vectors, frozen, and the few-label path's
+                   logistic head (contrastive.head_c) fitted on the other folds
+    blend w        the mean of the two's probabilities, w the encoder's share (reported, not shipped)
+
+The encoder's out-of-fold score is that of the frozen vectors: the contrastive fine-tuning the run
+then does only moves it up (SetFit's paper, and docs/recipe.md), so it is a lower bound, and the
+bag ships only where it beats that lower bound by more than one paired standard error
+(tfm_cls.classify.candidates.paired_se): with 16 texts a standard error is ~12 points, so the
+bag wins only where the words separate the classes far better than the frozen sentence vectors.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import logging
+from typing import Any
+
+import numpy as np
+import torch
+from torch import nn
+
+from tfm_cls.classify.candidates import paired_se, size_mb, texts_per_second
+from tfm_cls.classify.contrastive import logistic_head, sentence_vectors
+from tfm_cls.classify.heads import head_for
+from tfm_cls.classify.wide_fit import _fit, bag_matrix, set_idf
+from tfm_cls.data.tokenized import TokenizedSplit
+from tfm_cls.data.tokenizer import PAD_ID
+from tfm_cls.model.bag import BagOfTermsClassifier
+from tfm_cls.model.wide import BUCKETS
+
+logger = logging.getLogger(__name__)
+
+CV_FOLDS = 5
+BAG_C = 10.0
+"""wide_fit's C without a validation split (WARM_START_C's default there)."""
+BLEND_WEIGHTS = (0.25, 0.5, 0.75)
+
+
+@dataclasses.dataclass
+class FewLabelChoice:
+    chosen: str
+    front: list[dict[str, Any]]
+    rule: str
+    bag: BagOfTermsClassifier | None = None
+
+
+def folds_of(targets: np.ndarray, k: int, seed: int) -> list[np.ndarray]:
+    """Held-out indices of k stratified folds (each class dealt round-robin after a seeded shuffle);
+    multi-label targets [N, C] are stratified by their first label."""
+    keys = targets if targets.ndim == 1 else targets.argmax(axis=1)
+    rng = np.random.default_rng(seed)
+    held: list[list[int]] = [[] for _ in range(k)]
+    position = 0
+    for value in np.unique(keys):
+        members = rng.permutation(np.flatnonzero(keys == value))
+        for i in members:
+            held[position % k].append(int(i))
+            position += 1
+    return [np.asarray(sorted(h), dtype=np.int64) for h in held if h]
+
+
+def _bag_model(model: nn.Module, split: TokenizedSplit, num_outputs: int) -> BagOfTermsClassifier:
+    """A bag-of-terms model over the model's vocabulary, its IDF table from the labelled texts."""
+    config = model.config
+    max_len = max((len(ids) for ids in split.input_ids), default=2)
+    bag = BagOfTermsClassifier(config["vocab_size"], num_outputs, config.get("pad_token_id", PAD_ID), max(max_len, 2),
+                               "tfidf", 2, BUCKETS)
+    set_idf(bag.wide, split)
+    return bag
+
+
+def cross_validate(cfg: Any, model: nn.Module, split: TokenizedSplit, labels: list[str]) -> FewLabelChoice:
+    """The module docstring's choice on the labelled texts `split` (the run's whole training split)."""
+    head = head_for(cfg, split.labels, labels=labels)
+    targets = np.asarray(split.labels)
+    metric = cfg.train.best_metric
+    counts = np.bincount(targets if targets.ndim == 1 else targets.argmax(axis=1))
+    k = int(max(2, min(CV_FOLDS, counts[counts > 0].min())))
+    folds = folds_of(targets, k, cfg.seed)
+    num_outputs = head.num_outputs(len(labels))
+
+    bag = _bag_model(model, split, num_outputs)
+    bags = bag_matrix(bag.wide, split)  # [N, rows] sparse
+    vectors = sentence_vectors(model, split)  # [N, D] the pretrained encoder's, frozen
+    target_tensor = torch.from_numpy(split.row_labels(list(range(split.num_rows))))
+    zero_bias = torch.zeros(num_outputs)
+    bag_logits = np.zeros((split.num_rows, num_outputs), np.float32)
+    encoder_logits = np.zeros_like(bag_logits)
+    coo = bags.to_sparse_coo()
+    for held in folds:
+        kept = np.setdiff1d(np.arange(split.num_rows), held)
+        part = coo.index_select(0, torch.from_numpy(kept)).coalesce().to_sparse_csr()
+        weights, bias = _fit(part, target_tensor[kept], head.loss, zero_bias, BAG_C)
+        held_bags = coo.index_select(0, torch.from_numpy(held)).coalesce().to_sparse_csr()
+        with torch.no_grad():
+            bag_logits[held] = (held_bags @ weights + bias).numpy()
+        w, b = logistic_head(vectors[kept], targets[kept], num_outputs, cfg.contrastive.head_c, cfg.seed)
+        encoder_logits[held] = vectors[held] @ w.T + b
+
+    names = labels
+    scored = {"bag_of_terms": bag_logits, "encoder": encoder_logits}
+    probabilities = {name: head.scores(logits) for name, logits in scored.items()}
+    for w in BLEND_WEIGHTS:  # probabilities mixed, back to logits for the head's metrics
+        mixed = np.clip(w * probabilities["encoder"] + (1 - w) * probabilities["bag_of_terms"], 1e-7, 1 - 1e-7)
+        scored[f"blend {w:g}"] = np.log(mixed) if targets.ndim == 1 else np.log(mixed / (1 - mixed))
+    cv = {name: float(head.metrics(logits, targets, names)[metric]) for name, logits in scored.items()}
+    se = paired_se(head, metric, bag_logits, encoder_logits, targets, names)
+    bag_wins = cv["bag_of_terms"] - cv["encoder"] > se if metric not in ("loss", "mse") else \
+        cv["encoder"] - cv["bag_of_terms"] > se
+    chosen = "bag_of_terms" if bag_wins else "encoder"
+    if bag_wins:  # fitted on every labelled text
+        weights, bias = _fit(bags, target_tensor, head.loss, zero_bias, BAG_C)
+        with torch.no_grad():
+            bag.wide.weight.copy_(weights)
+            bag.bias.copy_(bias)
+    speed = {"bag_of_terms": texts_per_second(bag, split, bag.config["pad_token_id"] or 0),
+             "encoder": texts_per_second(model, split, model.config.get("pad_token_id") or 0)}
+    front = [{"name": name, "validation": {metric: value}, "scored_by": f"{k}-fold cross-validation on the "
+              f"{split.num_rows} labelled texts" + (" (frozen encoder: a lower bound of the fine-tuned one)"
+                                                   if name == "encoder" else ""),
+              "texts_per_second": speed.get(name, 0.0), "size_mb": size_mb(bag if name == "bag_of_terms" else model)
+              if name in speed else 0.0, "tolerance": se if name == "bag_of_terms" else 0.0,
+              "holds_best": name == chosen, "chosen": name == chosen, "shippable": name in speed}
+             for name, value in cv.items()]
+    rule = (f"{k}-fold cross-validation on the labelled texts: the bag of terms ships only where it beats the frozen "
+            f"encoder's {metric} by more than one paired standard error ({se:.3f}); else the encoder is fine-tuned")
+    logger.info("few labels, cross-validated %s: %s -> %s (one paired SE %.3f)", metric,
+                ", ".join(f"{n} {v:.3f}" for n, v in cv.items()), chosen, se)
+    return FewLabelChoice(chosen, front, rule, bag if bag_wins else None)
