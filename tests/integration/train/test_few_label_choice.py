@@ -5,13 +5,12 @@
 import numpy as np
 import pytest
 from kits.tiny_topics import CLASSES, TINY, make_texts, write_dataset
-
-from tfm_cls import runs as R
-from tfm_cls.classify.few_label_choice import cross_validate
-from tfm_cls.classify.predict import texts_logits
-from tfm_cls.config import ClassifierConfig, load_config
 from tfm_cls.export.exporter import export_run
 from tfm_cls.export.verify import verify
+
+from tfm_cls import runs as R
+from tfm_cls.classify.predict import texts_logits
+from tfm_cls.config import ClassifierConfig, load_config
 from tfm_cls.model import BagOfTermsClassifier
 from tfm_cls.runtime.heads import softmax
 from tfm_cls.runtime.session import Classifier
