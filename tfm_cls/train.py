@@ -169,9 +169,10 @@ def build_model_and_tokenizer(
 
 
 def _finish_rows(cfg: ClassifierConfig, splits: dict[str, Any]) -> int:
-    """Texts the end of the run scores with the trained model (tfm_cls.classify.finish): validation once
-    (the candidates), test for the shipped model and, where a warm-started branch makes a second
-    candidate, for the one not shipped."""
+    """Texts the end of the run scores with the trained model: validation once (the loop's last
+    evaluation, the engine's), test for the shipped model and, where a warm-started branch makes a
+    second candidate, for the one not shipped (tfm_cls.classify.finish; the candidates' validation
+    scores reuse the loop's)."""
     test_passes = 2 if cfg.wide.enabled and cfg.wide.warm_start else 1
     return sum(len(splits[name]) * (test_passes if name == "test" else 1) for name in ("validation", "test")
                if name in splits)

@@ -95,11 +95,17 @@ class ClassificationTask:
             logits = logits + batch["offsets"]  # [B, C]
         return self.task_head.loss(logits, batch["labels"])
 
+    @property
+    def eval_rows(self) -> int:
+        """Texts an evaluation scores (the engine's wall clock times a row from it)."""
+        return len(self.splits["validation"]) if "validation" in self.splits else 0
+
     def evaluate(self) -> dict[str, float]:
-        metrics, _ = evaluate(
+        metrics, logits = evaluate(
             self.model, self.splits["validation"], self.labels, self.cfg.train.eval_batch_size, self.env.device,
             self.pad_id, env=self.env, amp=self.amp, head=self.task_head, tune=True,
         )
+        self.last_validation = (metrics, logits)  # kept by save_best: the finish need not score them again
         return {k: metrics[k] for k in self.task_head.metric_names}
 
     def describe(self, metrics: dict[str, float]) -> str:
@@ -107,4 +113,6 @@ class ClassificationTask:
 
     def save_best(self) -> None:
         save_weights(self.model, self.run_dir / R.WEIGHTS_FILE)
+        # the best weights' validation metrics and logits (None after a resume: the finish scores them)
+        self.best_validation = getattr(self, "last_validation", None)
 

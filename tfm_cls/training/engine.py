@@ -197,7 +197,7 @@ class Engine:
         started = time.perf_counter()
         metrics = self.task.evaluate()
         if self.clock is not None:
-            self.clock.measured(time.perf_counter() - started, int(metrics.get("examples", 0)))
+            self.clock.measured(time.perf_counter() - started, int(getattr(self.task, "eval_rows", 0)))
         if "loss" in metrics:
             self._require_finite(metrics["loss"], "validation loss")
         state.last_eval_step = state.step
