@@ -66,6 +66,8 @@ def export_candidates(run: Path, front: list[dict[str, Any]]) -> dict[str, Path]
 
     paths = {}
     for row in front:
+        if "saved_in" not in row and not row["chosen"]:  # few labels: only the shipped model was made
+            continue
         target = run / ("model.onnx" if row["chosen"] else f"candidate-{row['name']}.onnx")
         if not target.is_file():
             export_run(run, target, candidate=None if row["chosen"] else row["name"])
@@ -102,18 +104,20 @@ def measure(data: Path, run: Path, args: argparse.Namespace) -> dict[str, Any]:
     texts = read_texts(data / "test.jsonl", limit=SPEED_TEXTS)
     rates = speeds(paths, texts, args.rounds)
     for candidate in front:
-        candidate["onnx_texts_per_second"] = rates[candidate["name"]]
-        candidate["onnx_mb"] = paths[candidate["name"]].stat().st_size / 1e6
+        candidate["onnx_texts_per_second"] = rates.get(candidate["name"])
+        candidate["onnx_mb"] = paths[candidate["name"]].stat().st_size / 1e6 if candidate["name"] in paths else None
     shipped = next(c for c in front if c["chosen"])
+    if "test" not in shipped:  # a few-label front is cross-validated: the run's own test score is the shipped one's
+        shipped["test"] = {metric: metrics.get("test", {}).get(metric)}
     by_name = {c["name"]: c for c in front}
     tests = {c["name"]: (c.get("test") or {}).get(metric) for c in front}
     classical = [v for v in (tests.get("bag_of_terms"), row["sklearn_baseline"]["test"]) if v is not None]
-    best = max(front, key=lambda c: (c.get("test") or {}).get(metric, float("-inf")))
+    best = max(front, key=lambda c: (c.get("test") or {}).get(metric) or float("-inf"))
     row.update(shipped=shipped["name"], shipped_test=tests[shipped["name"]], front=front,
                best_classical_test=max(classical) if classical else None)
     deep = by_name.get("wide_and_deep")
     row["speedup_over_wide_and_deep"] = (shipped["onnx_texts_per_second"] / deep["onnx_texts_per_second"]
-                                         if deep else None)
+                                         if deep and deep.get("onnx_texts_per_second") else None)
     encoder_adds_nothing = by_name.get("bag_of_terms", {}).get("holds_best", False)
     row["targets"] = {
         ">= best classical (test)": row["shipped_test"] >= row["best_classical_test"] - 1e-12
@@ -172,9 +176,10 @@ def table(rows: list[dict[str, Any]]) -> str:
         for c in row.get("front", []):
             (metric, value), = c["validation"].items()
             test = (c.get("test") or {}).get(metric)
+            cost = (f", {c['onnx_texts_per_second']:.0f}/s, {c['onnx_mb']:.1f} MB"
+                    if c.get("onnx_texts_per_second") is not None else "")
             cells.append(f"{c['name']}{'*' if c['chosen'] else ''} {100 * value:.1f} / "
-                         f"{'-' if test is None else f'{100 * test:.1f}'}, {c['onnx_texts_per_second']:.0f}/s, "
-                         f"{c['onnx_mb']:.1f} MB")
+                         f"{'-' if test is None else f'{100 * test:.1f}'}{cost}")
         wall = (f"{row['wall_seconds']:.0f} / {row['budget_seconds']:.0f} s" if row.get("wall_seconds") else "-")
         targets = row.get("targets", {})
         met = ", ".join(f"{'yes' if v else 'NO'}: {k}" for k, v in targets.items() if v is not None)
