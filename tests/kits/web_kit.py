@@ -133,13 +133,15 @@ def inputs_of(kind: str) -> list[dict]:
     return [{"text": t, **({"text_pair": p} if pair else {})} for t, p in zip(TEXTS, PAIRS)]
 
 
-def python_rows(model: Path, records: list[dict], folder: Path) -> list[dict]:
-    """`tfm-cls infer`'s rows: its own code (classify_file), in this process."""
+def python_rows(model: Path, records: list[dict], folder: Path, **options) -> list[dict]:
+    """`tfm-cls infer`'s rows: its own code (classify_file), in this process; `options`: its
+    keyword arguments (max_length, long_text: the --max-length, --truncation, --chunk ... flags)."""
     from tfm_cls.runtime.stream import classify_file
 
-    src, dst = folder / f"{model.stem}.in.jsonl", folder / f"{model.stem}.py.jsonl"
+    stem = f"{model.stem}-{len(options)}"
+    src, dst = folder / f"{stem}.in.jsonl", folder / f"{stem}.py.jsonl"
     src.write_text("".join(json.dumps(r, ensure_ascii=False) + "\n" for r in records), encoding="utf-8")
-    classify_file(str(model), str(src), str(dst), progress=False)
+    classify_file(str(model), str(src), str(dst), progress=False, **options)
     return [json.loads(line) for line in dst.read_text(encoding="utf-8").splitlines()]
 
 

@@ -1,4 +1,4 @@
-// node parity.mjs JOBS.json: for each job {model, input, output} the rows of the JS runtime (web/)
+// node parity.mjs JOBS.json: for each job {model, input, output, options} the rows of the JS runtime (web/)
 // as JSONL, and with "ids" the model rows (token ids) of each text; for each {model, error} the
 // message load() rejects with. One process for every job: onnxruntime-web starts once.
 import { readFileSync, writeFileSync } from "node:fs";
@@ -15,7 +15,7 @@ for (const job of jobs) {
     }
     continue;
   }
-  const clf = await load(job.model);
+  const clf = await load(job.model, job.options || {});
   const inputs = readFileSync(job.input, "utf-8").split("\n").filter((l) => l).map((l) => JSON.parse(l));
   const rows = await clf.classify(inputs);
   writeFileSync(job.output, rows.map((r) => JSON.stringify(r) + "\n").join(""));

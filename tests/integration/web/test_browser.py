@@ -52,12 +52,13 @@ def test_the_folder_holds_the_page_runtime_wasm_and_model(site):
     assert "application/wasm" in notes and "python -m http.server" in notes
 
 
-@pytest.mark.parametrize("kind", KINDS)
+@pytest.mark.parametrize("kind", [*KINDS, "single_label_int8", "multi_label_int8", "regression_int8"])
 def test_page_rows_equal_tfm_cls_infer(page, web_models, expected, kind):
+    """fp32: scores within 1e-5; int8: every label equal, scores within W.INT8_TOLERANCE."""
     records, py = expected[kind]
     rows = page.evaluate("async ([url, inputs]) => { await window.tfmCls.load(url); return window.tfmCls.classify(inputs); }",
                          [f"models/{web_models[kind].name}", records])
-    assert W.differences(rows, py) == []
+    assert W.differences(rows, py, W.INT8_TOLERANCE if kind.endswith("int8") else W.TOLERANCE) == []
 
 
 def test_typed_texts_show_the_label_offline(browser, site, expected, tmp_path):

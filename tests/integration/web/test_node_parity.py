@@ -36,11 +36,15 @@ def node_results(web_dist, web_models, bad_models, expected, tmp_path_factory):
         src.write_text("".join(json.dumps(r, ensure_ascii=False) + "\n" for r in records), encoding="utf-8")
         jobs.append({"kind": kind, "model": str(path), "input": str(src), "output": str(folder / f"{kind}.js.jsonl"),
                      "ids": True})
+    # The overrides of `tfm-cls infer --max-length 12 --chunk --stride 3 --aggregate max` as load() options.
+    jobs.append({"kind": "overrides", "model": str(web_models["single_label"]), "input": str(folder / "single_label.in.jsonl"),
+                 "output": str(folder / "overrides.js.jsonl"),
+                 "options": {"maxLength": 12, "longText": {"chunk": True, "stride": 3, "aggregate": "max"}}})
     jobs += [{"kind": kind, "model": str(path), "error": True} for kind, path in bad_models.items()]
     done = run_node(jobs, folder)
     rows = {j["kind"]: [json.loads(line) for line in Path(j["output"]).read_text(encoding="utf-8").splitlines()]
             for j in done if not j.get("error")}
-    return rows, {j["kind"]: j["result"] for j in done}
+    return rows, {j["kind"]: j.get("result") for j in done}
 
 
 KINDS = ["single_label", "multi_label", "regression", "chunked", "chunked_max", "head_tail", "tail"]
@@ -51,6 +55,15 @@ def test_rows_equal_tfm_cls_infer(node_results, expected, kind):
     rows, _ = node_results
     _, py = expected[kind]
     assert W.differences(rows[kind], py) == []
+
+
+def test_load_options_are_the_infer_flags(node_results, web_models, expected, tmp_path):
+    rows, _ = node_results
+    records, _ = expected["single_label"]
+    py = W.python_rows(web_models["single_label"], records, tmp_path, max_length=12,
+                       long_text={"chunk": True, "stride": 3, "aggregate": "max"})
+    assert any(r.get("windows", 0) > 1 for r in py)
+    assert W.differences(rows["overrides"], py) == []
 
 
 @pytest.mark.parametrize("kind", ["single_label_int8", "multi_label_int8", "regression_int8"])
