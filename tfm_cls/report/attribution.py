@@ -22,6 +22,8 @@ def integrated_gradients(
 ) -> np.ndarray:
     """Attributions [len(ids)] of output column `target` for one row of token ids (and token types
     for pairs), through `model` (a TransformerClassifier, in eval mode; its weights untouched)."""
+    if getattr(model, "token_embedding", None) is None:  # a model without an encoder is linear: exact shares
+        return bag_attributions(model, ids, target)
     alphas = (torch.arange(steps, dtype=torch.float32) + 0.5) / steps  # [S] midpoints of (0, 1]
     input_ids = torch.tensor([ids] * steps, dtype=torch.long)  # [S, T]
     mask = torch.ones_like(input_ids)
@@ -46,3 +48,20 @@ def integrated_gradients(
         model.train(was_training)
     embedded = captured["embedded"][0].detach()  # [T, D]
     return (embedded * grads.mean(dim=0)).sum(dim=-1).double().numpy()  # [T]
+
+
+@torch.no_grad()
+def bag_attributions(model: torch.nn.Module, ids: list[int], target: int) -> np.ndarray:
+    """Attributions [len(ids)] of a bag-of-terms model (tfm_cls.model.bag): its logit is a sum over
+    the text's terms of weight x share, so each token gets its own term's part and half of each pair
+    it is in; they sum to the logit minus the bias (the empty text's), exactly."""
+    branch = model.wide
+    input_ids = torch.tensor([ids], dtype=torch.long)  # [1, T]
+    terms, keep = branch.terms(input_ids, torch.ones_like(input_ids))  # [1, N]
+    parts = (branch.weight[terms[0], target] * branch.shares(terms, keep)[0]).double()  # [N]
+    t = len(ids)
+    out = parts[:t].clone()  # the tokens themselves
+    if parts.numel() > t:  # pairs (i, i + 1): half to each side
+        out[:-1] += parts[t:] / 2
+        out[1:] += parts[t:] / 2
+    return out.numpy()

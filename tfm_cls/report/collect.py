@@ -230,6 +230,7 @@ def _summary(run: Any, run_dir: Path, metrics: dict[str, Any], head: Any) -> dic
                    for split in ("validation", "test") if split in metrics},
         "baselines": metrics.get("baselines") or {},
         "calibration": metrics.get("calibration"),
+        "candidates": metrics.get("candidates"),
     }
 
 

@@ -15,7 +15,8 @@ from typing import Any
 
 from tfm_cls.classify.calibration import SHIFT_Z
 
-SECTIONS = ("summary", "per-class", "outputs", "calibration", "errors", "lengths", "label-errors", "baseline")
+SECTIONS = ("summary", "per-class", "outputs", "calibration", "errors", "lengths", "label-errors", "baseline",
+            "candidates")
 
 CSS = """
 body{font:14px/1.45 system-ui,-apple-system,Segoe UI,Roboto,sans-serif;margin:0;color:#1d2330;background:#f6f7f9}
@@ -360,6 +361,53 @@ def _baseline(c: dict[str, Any]) -> str:
             + verdict)
 
 
+def _front_svg(front: list[dict[str, Any]], metric: str) -> str:
+    """Each candidate at (texts/s on one thread, log scale; validation score): the shipped one filled."""
+    import math
+
+    width, height, pad = 560, 220, 44
+    xs = [math.log10(max(r["texts_per_second"], 1e-3)) for r in front]
+    ys = [next(iter(r["validation"].values())) for r in front]
+    x_lo, x_hi = min(xs) - 0.3, max(xs) + 0.3
+    y_lo, y_hi = min(ys) - 0.02, max(ys) + 0.02
+
+    def px(v: float) -> float:
+        return pad + (v - x_lo) / (x_hi - x_lo) * (width - pad - 90)
+
+    def py(v: float) -> float:
+        return height - 20 - (v - y_lo) / (y_hi - y_lo) * (height - 40)
+
+    dots = "".join(
+        f'<circle cx="{px(x):.1f}" cy="{py(y):.1f}" r="6" fill="{"#16a34a" if r["chosen"] else "#fff"}" '
+        f'stroke="#1d4ed8" stroke-width="2"><title>{_e(r["name"])}</title></circle>'
+        f'<text x="{px(x) + 9:.1f}" y="{py(y) + 4 + 14 * (i % 2) * (1 if py(y) < height / 2 else -1):.1f}">'
+        f'{_e(r["name"])}{" (shipped)" if r["chosen"] else ""}</text>'  # neighbours' names on alternate lines
+        for i, (r, x, y) in enumerate(zip(front, xs, ys)))
+    return (f'<svg width="{width + 10}" height="{height + 20}" role="img" aria-label="candidates: score against speed">'
+            f'<line x1="{pad}" y1="{height - 20}" x2="{width - 80}" y2="{height - 20}" stroke="#555"/>'
+            f'<line x1="{pad}" y1="{height - 20}" x2="{pad}" y2="10" stroke="#555"/>{dots}'
+            f'<text x="{pad}" y="{height - 4}">{10 ** x_lo:.0f}</text>'
+            f'<text x="{width - 110}" y="{height - 4}">{10 ** x_hi:.0f} texts/s</text>'
+            f'<text x="2" y="{py(y_hi) + 4:.1f}">{y_hi:.3f}</text><text x="2" y="{py(y_lo):.1f}">{y_lo:.3f}</text>'
+            f'<text x="{pad}" y="{height + 14}">validation {_e(metric)} (y) against texts/s on one thread (x, log)'
+            '</text></svg>')
+
+
+def _candidates(c: dict[str, Any]) -> str:
+    chosen = c["summary"].get("candidates")
+    if not chosen:
+        return ('<p class="note">This run made one deployable model (no bag-of-words branch fitted as a model of its '
+                "own, or no validation split to choose on): it ships that model.</p>")
+    front = [r for r in chosen["front"] if r.get("texts_per_second")]
+    metric = next(iter(chosen["front"][0]["validation"]))
+    rows = [[r["name"], next(iter(r["validation"].values())), (r.get("test") or {}).get(metric),
+             r.get("texts_per_second"), r.get("size_mb"), r.get("tolerance"),
+             "yes" if r.get("holds_best") else "no", "shipped" if r["chosen"] else ""] for r in chosen["front"]]
+    return (f'<p>Shipped: <b>{_e(chosen["chosen"])}</b>. Rule: {_e(chosen["rule"])}.</p>' + _front_svg(front, metric)
+            + _table(["candidate", f"validation {metric}", f"test {metric}", "texts/s (1 thread)", "weights MB",
+                      "tolerance", "holds the best", ""], rows, text_cols=(0, 6, 7)))
+
+
 def render(c: dict[str, Any]) -> str:
     """The page's HTML text."""
     outputs_title, outputs_body = _outputs(c)
@@ -375,6 +423,7 @@ def render(c: dict[str, Any]) -> str:
         _section("lengths", "Accuracy by input length", _lengths(c)),
         _section("label-errors", "Likely label errors in the training data", _label_errors(c)),
         _section("baseline", "Classical baseline", _baseline(c)),
+        _section("candidates", "What the run chose", _candidates(c)),
     ])
     title = f"{c['summary']['name']}: report"
     data = json.dumps({"sections": list(SECTIONS), "kind": c["kind"]})

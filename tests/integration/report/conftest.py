@@ -1,5 +1,6 @@
-"""Four tiny finished runs, one per kind of output (single-label, multi-label, sentence-pair
-single-label, sentence-pair regression), and their reports, made once per session."""
+"""Five tiny finished runs, one per kind of output (single-label, multi-label, sentence-pair
+single-label, sentence-pair regression) and a single-label run with candidates to choose among
+(a warm-started wide branch), and their reports, made once per session."""
 
 import pytest
 from kits import tasks_tiny as T
@@ -14,6 +15,9 @@ KINDS = {
     "multi_label": ("multi_label", T.MULTI_LABEL),
     "pair": ("pairs", T.PAIRS),
     "regression": ("pairs", T.REGRESSION),
+    # a warm-started bag-of-words branch: two candidates, and the one shipped may have no encoder
+    "wide": ("topics", ["wide.enabled=true", "wide.weighting=tfidf", "wide.warm_start=true", "wide.ngrams=2",
+                        "wide.buckets=512", "train.eval_at_start=true"]),
 }
 
 

@@ -57,6 +57,10 @@ def test_every_report_renders_with_all_sections_and_no_errors(report_runs, tmp_p
                     assert "from sampling alone" in page.text_content("section#calibration #calibration-noise")
                 if kind == "regression":
                     assert page.locator("section#outputs svg circle").count() > 10
+                if kind == "wide":  # the front: one dot a candidate, the shipped one named
+                    assert page.locator("section#candidates svg circle").count() == 2
+                    assert "(shipped)" in page.text_content("section#candidates svg")
+                    page.locator("section#candidates").screenshot(path=str(tmp_path / "candidates.png"))
                 # attributions are highlighted tokens
                 assert page.locator("section#errors span.tok").count() > 0, kind
                 if kind == "single":
