@@ -113,3 +113,21 @@ def test_a_bad_file_shows_one_clear_error(browser, site, bad_models, bad):
         assert shown.startswith(f"bad/{bad}.onnx is not a readable ONNX model: ") and python.startswith(shown[:40])
     else:
         assert shown == python
+
+
+def test_a_pair_model_shows_its_second_box_and_the_value(browser, site, expected):
+    _, url = site
+    context = browser.new_context()
+    p = context.new_page()
+    try:
+        p.goto(f"{url}?model=models/regression.onnx", timeout=20_000)
+        p.wait_for_selector("#pair-box:not([hidden])", timeout=20_000)
+        records, py = expected["regression"]
+        p.fill("#text", records[5]["text"])
+        p.fill("#pair", records[5]["text_pair"])
+        p.click("#go")
+        p.wait_for_selector("#results:not([hidden])", timeout=10_000)
+        shown = float(p.text_content("#results .top").removeprefix("value "))
+        assert abs(shown - py[5]["value"]) <= W.TOLERANCE and "sentence pairs" in p.text_content("#facts")
+    finally:
+        context.close()
