@@ -41,7 +41,6 @@ import torch
 from torch import nn
 
 from tfm_cls import runs as R
-from tfm_cls.classify.metrics import is_better
 from tfm_cls.classify.predict import evaluate
 from tfm_cls.data.tokenized import TokenizedSplit, collate
 from tfm_cls.data.tokenizer import PAD_ID
@@ -49,6 +48,7 @@ from tfm_cls.io import write_json
 from tfm_cls.model.bag import ARCHITECTURE as BAG_ARCHITECTURE
 from tfm_cls.model.bag import BagOfTermsClassifier
 from tfm_cls.runs import CANDIDATES_DIR
+from tfm_cls.training.best import HIGHER_IS_BETTER, is_better
 from tfm_cls.training.checkpoint import save_weights
 from tfm_cls.training.clock import FIXED_SECONDS, WallClock
 
@@ -209,7 +209,7 @@ def pick(scored: list[Scored], metric: str, targets: np.ndarray, labels: list[st
     for candidate in scored[1:]:
         if is_better(metric, candidate.validation[metric], best.validation[metric]):
             best = candidate
-    lower_is_better = metric in ("loss", "mse")
+    lower_is_better = not HIGHER_IS_BETTER[metric]
     rows = []
     for candidate in scored:
         if candidate is best:

@@ -39,6 +39,7 @@ from tfm_cls.data.tokenized import TokenizedSplit
 from tfm_cls.data.tokenizer import PAD_ID
 from tfm_cls.model.bag import BagOfTermsClassifier
 from tfm_cls.model.wide import BUCKETS
+from tfm_cls.training.best import HIGHER_IS_BETTER
 
 logger = logging.getLogger(__name__)
 
@@ -117,8 +118,8 @@ def cross_validate(cfg: Any, model: nn.Module, split: TokenizedSplit, labels: li
         scored[f"blend {w:g}"] = np.log(mixed) if targets.ndim == 1 else np.log(mixed / (1 - mixed))
     cv = {name: float(head.metrics(logits, targets, names)[metric]) for name, logits in scored.items()}
     se = paired_se(head, metric, bag_logits, encoder_logits, targets, names)
-    bag_wins = cv["bag_of_terms"] - cv["encoder"] > se if metric not in ("loss", "mse") else \
-        cv["encoder"] - cv["bag_of_terms"] > se
+    gap = cv["bag_of_terms"] - cv["encoder"]
+    bag_wins = (gap if HIGHER_IS_BETTER[metric] else -gap) > se
     chosen = "bag_of_terms" if bag_wins else "encoder"
     if bag_wins:  # fitted on every labelled text
         weights, bias = _fit(bags, target_tensor, head.loss, zero_bias, BAG_C)

@@ -15,11 +15,7 @@ from sklearn.metrics import (
     precision_recall_fscore_support,
 )
 
-HIGHER_IS_BETTER = {
-    "accuracy": True, "macro_f1": True, "loss": False,
-    "micro_f1": True, "subset_accuracy": True,  # multi-label
-    "pearson": True, "spearman": True, "mse": False,  # regression
-}
+from tfm_cls.training.best import HIGHER_IS_BETTER, is_better  # noqa: F401 (re-exported: the metrics' order)
 
 
 def classification_metrics(y_true: np.ndarray, y_pred: np.ndarray, labels: list[str]) -> dict[str, Any]:
@@ -101,9 +97,3 @@ def report_text(y_true: np.ndarray, y_pred: np.ndarray, labels: list[str]) -> st
 def confusion(y_true: np.ndarray, y_pred: np.ndarray, num_classes: int) -> np.ndarray:
     """[num_classes, num_classes] counts; row = true class, column = predicted class."""
     return confusion_matrix(y_true, y_pred, labels=list(range(num_classes)))
-
-
-def is_better(metric: str, value: float, best: float | None) -> bool:
-    if best is None:
-        return True
-    return value > best if HIGHER_IS_BETTER[metric] else value < best

@@ -36,11 +36,11 @@ from torch import Tensor, nn
 from tqdm.auto import tqdm
 from tqdm.contrib.logging import logging_redirect_tqdm
 
-from tfm_cls.classify.metrics import is_better
 from tfm_cls.config import TrainConfig
 from tfm_cls.errors import TrainingDivergedError
 from tfm_cls.runs import LAST_CHECKPOINT, LOG_FILE, log_to_file
 from tfm_cls.training import distributed as D
+from tfm_cls.training.best import is_better
 from tfm_cls.training.checkpoint import resume_training_checkpoint, save_training_checkpoint
 from tfm_cls.training.clock import WallClock
 from tfm_cls.training.optim import affordable_total_steps, apply_lr, param_groups, set_body_trainable
