@@ -6,7 +6,7 @@
 import * as ort from "onnxruntime-web/wasm";
 import { InferenceError } from "./errors.js";
 import { readModel } from "./protobuf.js";
-import { checkClassifier, fromProps } from "./metadata.js";
+import { ONNX_TASKS, checkClassifier, fromProps } from "./metadata.js";
 import { HEADS } from "./heads.js";
 import { LongText, LongTextEncoder, aggregateWindows, isEmpty } from "./text.js";
 import { TextTokenizer } from "./tokenizer.js";
@@ -103,9 +103,7 @@ export class Classifier {
     this.encoder = new LongTextEncoder(this.tokenizer, this.maxLength, this.policy);
     this.batching = { batching: options.batching ?? "tokens", batchSize: options.batchSize ?? 32,
       maxTokens: options.maxTokens ?? RUNTIME_MAX_TOKENS, runCost: options.runCost ?? RUNTIME_RUN_COST };
-    const Head = HEADS[Object.entries({ "text-classification": "single_label", "multi-label-classification": "multi_label",
-      "text-regression": "regression" }).find(([task]) => task === meta.spec_task)[1]];
-    this.head = new Head(meta);
+    this.head = new HEADS[ONNX_TASKS[meta.spec_task]](meta);
     this.task = this.head.task;
     this.pair = meta.pair;
     this.outputNames = [...session.outputNames];
