@@ -41,6 +41,7 @@ from tfm_cls.config import ClassifierConfig, from_dict, load_config, to_dict
 from tfm_cls.data.tokenizer import load_tokenizer
 from tfm_cls.errors import ConfigError, RunDirError, TfmClsError
 from tfm_cls.io import read_json
+from tfm_cls.runtime.metadata import CANDIDATES_DIR  # RUN/candidates/NAME (tfm_cls.classify.candidates)
 from tfm_cls.runtime.metadata import WEIGHTS_FILE as METADATA_WEIGHTS_FILE
 from tfm_cls.training.checkpoint import load_weights
 
@@ -221,8 +222,6 @@ def build_model(model_config: dict[str, Any]) -> torch.nn.Module:
     return TransformerClassifier(**model_config)
 
 
-CANDIDATES_DIR = "candidates"
-"""RUN/candidates/NAME/: the deployables a run made but did not ship (tfm_cls.classify.candidates)."""
 
 
 def candidate_folder(run_dir: str | Path, candidate: str | None = None) -> Path:

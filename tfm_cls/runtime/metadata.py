@@ -201,17 +201,29 @@ def read_props(session: Any) -> dict[str, str]:
     return dict(session.get_modelmeta().custom_metadata_map)
 
 
+CANDIDATES_DIR = "candidates"
+"""RUN/candidates/: the models a run made but did not ship (tfm_cls.runs.CANDIDATES_DIR is this one)."""
+
+
 def stale_export_problem(
     meta: ExportMetadata, model_path: str | os.PathLike, weights: str | os.PathLike | None = None
 ) -> str | None:
     """Why an export is stale (exported from other weights than its run's model.safetensors, by
     default the one beside it: the run was retrained since), or None. Outside a run directory,
     or for a file that records no digest, nothing can be told."""
+    beside = weights is None
     if weights is None:
         weights = os.path.join(os.path.dirname(os.path.abspath(model_path)), WEIGHTS_FILE)
     if meta.weights_sha256 is None or not os.path.isfile(weights):
         return None
     if file_sha256(weights) == meta.weights_sha256:
+        return None
+    # a run's other candidates (RUN/candidates/NAME/model.safetensors, tfm-cls export --candidate) are
+    # its weights too: a file exported from one of them beside the run is no stale export
+    folder = os.path.join(os.path.dirname(weights), CANDIDATES_DIR)
+    if beside and os.path.isdir(folder) and any(
+            file_sha256(os.path.join(folder, name, WEIGHTS_FILE)) == meta.weights_sha256
+            for name in sorted(os.listdir(folder)) if os.path.isfile(os.path.join(folder, name, WEIGHTS_FILE))):
         return None
     return (f"{model_path} was exported from other weights than {weights} beside it (the run was retrained "
             f"since); re-export it: tfm-cls export --run {os.path.dirname(weights) or '.'}")

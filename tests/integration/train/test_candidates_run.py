@@ -67,7 +67,7 @@ def test_the_chosen_and_the_other_candidate_export_verify_and_run_without_torch(
     chosen = metrics["candidates"]["chosen"]
     other = next(r["name"] for r in metrics["candidates"]["front"] if not r["chosen"])
     assert cli.main(["export", "--run", str(run)]) == 0
-    other_path = tmp_path / "other.onnx"
+    other_path = run / "other.onnx"  # beside the run: exported from one of its candidates, so not stale
     assert cli.main(["export", "--run", str(run), "--candidate", other, "--output", str(other_path)]) == 0
     for name, path in ((chosen, run / "model.onnx"), (other, other_path)):
         loaded = R.load_run(run, candidate=name)
