@@ -58,6 +58,7 @@ function showFacts(f, seconds) {
     ["exported by", `tfm_cls ${f.version ?? "?"}`],
     ["loaded in", `${seconds.toFixed(2)} s (onnxruntime-web, WebAssembly, one thread)`],
   ];
+  $("facts-card").hidden = false;
   $("facts").replaceChildren(...items.flatMap(([k, v]) => {
     const dt = document.createElement("dt");
     const dd = document.createElement("dd");
@@ -123,6 +124,7 @@ async function loadModel(url) {
     facts = await call("load", { url });
   } catch (err) {
     facts = null;
+    $("facts-card").hidden = true;
     $("subtitle").textContent = "The model could not be loaded.";
     $("status").textContent = "";
     showError(err.message);

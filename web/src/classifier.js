@@ -17,13 +17,13 @@ export { ort };
 const isNode = typeof process !== "undefined" && !!(process.versions && process.versions.node);
 
 /** The bytes of a model: a Uint8Array / ArrayBuffer as it is, a URL fetched, in Node a file path read. */
-async function modelBytes(source) {
-  if (source instanceof Uint8Array) return { bytes: source, where: "model" };
-  if (source instanceof ArrayBuffer) return { bytes: new Uint8Array(source), where: "model" };
-  const where = String(source);
-  if (isNode && !/^(https?|data|blob):/i.test(where)) {
+async function modelBytes(source, name) {
+  if (source instanceof Uint8Array) return { bytes: source, where: name || "model" };
+  if (source instanceof ArrayBuffer) return { bytes: new Uint8Array(source), where: name || "model" };
+  const where = name || String(source);
+  if (isNode && !/^(https?|data|blob):/i.test(String(source))) {
     const { readFile } = await import("node:fs/promises");
-    const path = where.startsWith("file:") ? new URL(where) : where;
+    const path = String(source).startsWith("file:") ? new URL(String(source)) : String(source);
     try {
       return { bytes: new Uint8Array(await readFile(path)), where };
     } catch (err) {
@@ -53,8 +53,7 @@ async function modelBytes(source) {
  *   (1: no cross-origin isolation needed), wasmPaths (where ort's .wasm lies), name (for messages)
  */
 export async function load(source, options = {}) {
-  const { bytes, where: found } = await modelBytes(source);
-  const where = options.name || found;
+  const { bytes, where } = await modelBytes(source, options.name);
   let info;
   try {
     info = readModel(bytes);
