@@ -22,6 +22,9 @@ FIXED_SECONDS = 30.0
 """The end of a run beyond scoring rows: timing each candidate (tfm_cls.classify.candidates, at most
 10 s each), calibration, writing the weights, figures and the card."""
 
+WRITE_SECONDS = 5.0
+"""The very end of a run: calibration, the weights, figures and the card written (within FIXED_SECONDS)."""
+
 
 def process_started() -> float:
     """time.monotonic() at this process's start (Linux /proc), so the budget covers loading and
