@@ -44,8 +44,8 @@ from torch import Tensor, nn
 
 from tfm_cls.classify.heads import head_for
 from tfm_cls.classify.metrics import is_better
-from tfm_cls.classify.wide_config import WideConfig
 from tfm_cls.config import ClassifierConfig
+from tfm_cls.config.wide import WideConfig
 from tfm_cls.data.tokenized import TokenizedSplit, collate
 from tfm_cls.errors import CheckpointError, RunDirError
 from tfm_cls.model.wide import WideBranch

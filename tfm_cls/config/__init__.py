@@ -4,7 +4,7 @@
                 load_config / save_config, deprecated keys (renamed_keys); imports no schema
     schema.py   ClassifierConfig (`tfm-cls train`) and the sections the other jobs share: DataConfig,
                 TokenizerConfig, InferenceConfig, ModelConfig, TrainConfig, RunConfig, ... (the wide
-                branch's WideConfig is its own: tfm_cls.classify.wide_config)
+                branch's WideConfig is its own: tfm_cls.config.wide)
 
 Everything is importable from here (`from tfm_cls.config import ClassifierConfig, load_config`).
 """

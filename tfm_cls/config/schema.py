@@ -15,8 +15,8 @@ import typing
 from pathlib import Path
 from typing import ClassVar
 
-from tfm_cls.classify.wide_config import WIDE_RENAMES, WideConfig
 from tfm_cls.config.loader import require
+from tfm_cls.config.wide import WIDE_RENAMES, WideConfig
 
 TASK_METRICS = {
     "single_label": ("accuracy", "macro_f1", "loss"),
@@ -466,7 +466,7 @@ class ClassifierConfig(RunConfig):
     tokenizer: TokenizerConfig = dataclasses.field(default_factory=TokenizerConfig)
     model: ModelConfig = dataclasses.field(default_factory=ModelConfig)
     wide: WideConfig = dataclasses.field(default_factory=WideConfig)
-    """The bag-of-terms branch beside the encoder (tfm_cls.classify.wide_config)."""
+    """The bag-of-terms branch beside the encoder (tfm_cls.config.wide)."""
     train: TrainConfig = dataclasses.field(default_factory=TrainConfig)
     inference: InferenceConfig = dataclasses.field(default_factory=InferenceConfig)
     """Chunked classification of long texts at evaluation and inference."""

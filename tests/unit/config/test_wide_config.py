@@ -1,4 +1,4 @@
-"""The `wide:` section (tfm_cls.classify.wide_config): its checks, the model's arguments it gives,
+"""The `wide:` section (tfm_cls.config.wide): its checks, the model's arguments it gives,
 and the keys it took over from `model:` and `train:`, which keep working in files, overrides and
 the config.yaml of older run directories, each source with one deprecation line."""
 
