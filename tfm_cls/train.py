@@ -242,9 +242,9 @@ def train(
             return _few_labels(cfg, model, splits, data, run_dir, env, amp, resume)
         # the wide branch (tfm_cls.classify.wide_fit): its IDF table and warm start on a fresh run,
         # and the warm start's training offsets, which the task adds to the logits in its loss
-        offsets = start_wide(cfg, model, splits, data.labels, run_dir, resume=resume, env=env)
-        task = ClassificationTask(cfg, model, splits, data.labels, run_dir, env, amp, offsets=offsets)
         clock = WallClock(cfg.train.wall_minutes, started, finish_rows=_finish_rows(cfg, splits))
+        offsets = start_wide(cfg, model, splits, data.labels, run_dir, resume=resume, env=env, clock=clock)
+        task = ClassificationTask(cfg, model, splits, data.labels, run_dir, env, amp, offsets=offsets)
         logger.info(
             "model: %.2fM parameters, %d layers, d_model %d, device %s, %s",
             sum(p.numel() for p in model.parameters()) / 1e6, len(model.encoder.layers), model.config["d_model"],

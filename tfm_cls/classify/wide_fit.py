@@ -51,6 +51,7 @@ from tfm_cls.errors import CheckpointError, RunDirError
 from tfm_cls.model.wide import WideBranch
 from tfm_cls.training import distributed as D
 from tfm_cls.training.checkpoint import save_tensors
+from tfm_cls.training.clock import WallClock
 
 logger = logging.getLogger(__name__)
 
@@ -212,13 +213,16 @@ def _fit(bags: Tensor, targets: Tensor, loss: LossFn, bias: Tensor, c: float,
 
 def warm_start(model: nn.Module, head: Any, train: TokenizedSplit, validation: TokenizedSplit | None,
                best_metric: str = "loss", labels: list[str] | None = None,
-               loss: str = "head") -> tuple[np.ndarray, dict[str, float]]:
+               loss: str = "head", clock: WallClock | None = None) -> tuple[np.ndarray, dict[str, float]]:
     """Fit the branch's weights (`model.wide`) and the head's bias as a linear model of the bags
     (module docstring) with the head's loss or (`loss="squared_hinge"`) LinearSVC's, C picked by
     `best_metric` on validation (the head's metrics, decision rule tuned there first, as the
     engine's evaluation does; hinge margins Platt-scaled on validation for the judging). Returns
     the training rows' offsets [rows, C] (out-of-fold minus in-sample logits) and what it chose
-    (`C`, the validation score, `seconds`)."""
+    (`C`, the validation score, `seconds`). Under a wall-clock budget (`clock`) the grid stops where
+    the next fit (timed as the last one, twice) would leave the encoder less than LOOP_SHARE of the
+    budget, and the out-of-fold fits are skipped where they would (the offsets are then zero: the
+    encoder trains against the full branch's logits; the run's choice may still ship the branch)."""
     started = time.monotonic()
     branch = model.wide
     bags, targets = bag_matrix(branch, train), torch.from_numpy(train.row_labels(list(range(train.num_rows))))
@@ -233,7 +237,12 @@ def warm_start(model: nn.Module, head: Any, train: TokenizedSplit, validation: T
         judge = copy.deepcopy(head)  # tune() sets thresholds: the task's head keeps its own
     best: tuple[float, float, Tensor, Tensor] | None = None
     weights, fitted_bias = None, bias
+    fit_seconds = 0.0
     for c in grid:  # C rising, each L-BFGS fit from the last one's solution (a regularisation path)
+        if best is not None and not _affords(clock, 2 * fit_seconds):
+            logger.warning("wall-clock budget: the warm start's grid stops before C %g (%.0f s left)", c, clock.left())
+            break
+        fit_started = time.monotonic()
         weights, fitted_bias = _fit_svm(bags, targets, c) if hinge else _fit(bags, targets, head.loss, fitted_bias, c,
                                                                                weights)
         score = math.nan
@@ -247,11 +256,18 @@ def warm_start(model: nn.Module, head: Any, train: TokenizedSplit, validation: T
             logger.info("wide warm start: C %g -> validation %s %.4f", c, best_metric, score)
         if best is None or (has_validation and is_better(best_metric, score, best[0])):
             best = (score, c, weights, fitted_bias)
+        fit_seconds = time.monotonic() - fit_started
     score, c, weights, fitted_bias = best
     # each fold from zeros and the prior: starting from the full fit would carry what it learnt
     # from the held-out rows into their logits wherever L-BFGS stops short of the optimum
     fit = (lambda b, t: _fit_svm(b, t, c)) if hinge else (lambda b, t: _fit(b, t, head.loss, bias, c))
-    out_of_fold = out_of_fold_logits(bags, targets, fit, bias.numel())  # [rows, C]
+    if _affords(clock, 2 * fit_seconds * WARM_START_FOLDS):  # a fold starts from zeros: ~2x a grid step
+        out_of_fold = out_of_fold_logits(bags, targets, fit, bias.numel())  # [rows, C]
+    else:  # no time for the folds: the encoder's targets are the full branch's (zero offsets)
+        logger.warning("wall-clock budget: no out-of-fold logits (%d fits of ~%.0f s; %.0f s left)", WARM_START_FOLDS,
+                       fit_seconds, clock.left())
+        with torch.no_grad():
+            out_of_fold = bags @ weights + fitted_bias
     if hinge:  # margins -> log-odds, fitted where the margins are those of unseen texts
         scale, shift = platt(out_of_fold, targets)
         out_of_fold = out_of_fold * scale + shift
@@ -272,8 +288,21 @@ def warm_start(model: nn.Module, head: Any, train: TokenizedSplit, validation: T
     return offsets.numpy().astype(np.float32), {"C": c, "validation_score": score, "seconds": seconds}
 
 
+LOOP_SHARE = 0.4
+"""Under a wall-clock budget the warm start leaves the encoder's loop at least this share of it."""
+
+
+def _affords(clock: WallClock | None, seconds: float) -> bool:
+    """Whether the warm start may spend `seconds` more and still leave the loop LOOP_SHARE of the budget
+    and the end of the run its reserve (always, without a budget)."""
+    if clock is None or clock.budget is None:
+        return True
+    return clock.affords(seconds + LOOP_SHARE * clock.budget + clock.reserve())
+
+
 def fit_branch(model: nn.Module, head: Any, splits: dict[str, TokenizedSplit], wide: WideConfig,
-               best_metric: str = "loss", labels: list[str] | None = None) -> np.ndarray | None:
+               best_metric: str = "loss", labels: list[str] | None = None,
+               clock: WallClock | None = None) -> np.ndarray | None:
     """Before the first step of a fresh run: the IDF table of a `tfidf` branch, then with
     `wide.warm_start` the warm start with `wide.loss` (`head`: the task's head, whose loss it
     fits), whose training offsets [rows, C] it returns (None otherwise, and for a model without
@@ -285,11 +314,12 @@ def fit_branch(model: nn.Module, head: Any, splits: dict[str, TokenizedSplit], w
         set_idf(branch, splits["train"])
     if not wide.warm_start:
         return None
-    return warm_start(model, head, splits["train"], splits.get("validation"), best_metric, labels, wide.loss)[0]
+    return warm_start(model, head, splits["train"], splits.get("validation"), best_metric, labels, wide.loss,
+                      clock)[0]
 
 
 def start_wide(cfg: ClassifierConfig, model: nn.Module, splits: dict[str, TokenizedSplit], labels: list[str], run_dir: Path, *,
-               resume: bool, env: D.DistEnv | None = None) -> np.ndarray | None:
+               resume: bool, env: D.DistEnv | None = None, clock: WallClock | None = None) -> np.ndarray | None:
     """The one call of a run (tfm_cls.train) before training: on a
     fresh run `fit_branch`, the warm start's offsets written to RUN/OFFSETS_FILE (rank 0); on
     resume they are read back from there (the checkpoint holds the branch itself). Returns the
@@ -303,7 +333,7 @@ def start_wide(cfg: ClassifierConfig, model: nn.Module, splits: dict[str, Tokeni
     if resume:
         return read_offsets(path, (splits["train"].num_rows, model.config["num_classes"]))
     head = head_for(cfg, splits["train"].labels, labels=labels)  # the task's head: the loss the branch is fitted with
-    offsets = fit_branch(model, head, splits, cfg.wide, cfg.train.best_metric, labels)
+    offsets = fit_branch(model, head, splits, cfg.wide, cfg.train.best_metric, labels, clock)
     if offsets is not None and (env is None or env.is_main):
         save_tensors({"offsets": torch.from_numpy(offsets)}, path)
     return offsets

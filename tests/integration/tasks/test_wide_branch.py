@@ -2,6 +2,7 @@
 logits are a linear bag of the text's tokens, it starts at zero (the model starts as the encoder
 alone), trains at wide.lr, and travels through the ONNX export to the torch-free runtime unchanged."""
 
+import time
 from types import SimpleNamespace
 
 import numpy as np
@@ -428,3 +429,23 @@ def test_with_encoder_length_the_texts_may_be_longer_than_the_positions():
     assert longest_input(model.config, 40) == 40 and longest_input(_model().config, 40) == 16
     with torch.no_grad():  # 40 tokens: the encoder reads 8 of them, the branch all 40
         assert model(torch.randint(1, 30, (2, 40))).shape == (2, 3)
+
+
+def test_a_spent_wall_clock_stops_the_warm_start_grid_and_skips_the_folds(caplog):
+    from tfm_cls.training.clock import WallClock
+
+    rng = np.random.default_rng(2)
+    labels = rng.integers(0, 3, 60)
+    rows = [[int(t) for t in np.concatenate([rng.integers(10 + 10 * y, 20 + 10 * y, 2), rng.integers(1, 10, 5)])]
+            for y in labels]
+    split, head = _split(rows, labels), SingleLabelHead()
+    model = _tfidf_model()
+    set_idf(model.wide, split)
+    spent = WallClock(1.0, started=time.monotonic() - 3600)  # a 1-minute budget, an hour ago
+    offsets, chosen = warm_start(model, head, split, _split(rows, labels), "macro_f1", ["a", "b", "c"], clock=spent)
+    assert chosen["C"] == WARM_START_C[0]  # one fit, then the grid stopped
+    assert np.abs(offsets).max() == 0  # no folds: the encoder trains against the full branch
+    assert "the warm start's grid stops" in caplog.text and "no out-of-fold logits" in caplog.text
+    # the model is still the fitted branch
+    with torch.no_grad():
+        assert (model.eval()(torch.tensor(rows)).argmax(-1).numpy() == labels).mean() > 0.9
