@@ -99,14 +99,14 @@ class WideBranch(nn.Module):
         `count`: 1 / sqrt(the number of terms), an L2-normalised bag of one-hot terms.
         `tfidf`: scikit-learn's TfidfVectorizer(sublinear_tf=True) over the terms, the value of a
         term (1 + log tf) * idf, the bag L2-normalised; a position holds 1 / tf of its term's
-        value. The term frequencies are counted by a scatter-add into a [B, rows] table (ONNX
-        ScatterElements): linear in the length, where comparing every position with every other
-        cost 40x more at 1,000 tokens."""
+        value. The term frequencies are counted on the row's sorted terms (`term_counts`): a table
+        the size of the text, where a scatter into a [B, rows] table cleared 2^18 + vocabulary
+        floats a text (the bag-of-terms model's cost on short texts), and comparing every position
+        with every other cost 40x more at 1,000 tokens."""
         keep_f = keep.to(self.weight.dtype)  # [B, N]
         if self.weighting == "count":
             return keep_f / keep_f.sum(dim=1, keepdim=True).clamp_min(1.0).sqrt()
-        counts = torch.zeros(terms.shape[0], self.rows, dtype=keep_f.dtype, device=terms.device)  # [B, rows]
-        tf = counts.scatter_add(1, terms, keep_f).gather(1, terms).clamp_min(1.0)  # [B, N] this position's term count
+        tf = term_counts(terms, keep).to(keep_f.dtype).clamp_min(1.0)  # [B, N] this position's term count
         value = (1.0 + torch.log(tf)) * self.idf[terms] * keep_f  # [B, N] the term's value
         norm = (value * value / tf).sum(dim=1, keepdim=True).sqrt().clamp_min(1e-12)  # [B, 1] the bag's L2 norm
         return value / tf / norm  # [B, N]
@@ -122,6 +122,20 @@ class WideBranch(nn.Module):
     def extra_repr(self) -> str:
         pairs = f", pairs in {self.buckets} buckets" if self.ngrams == 2 else ""
         return f"{self.vocab_size} tokens{pairs}, {self.weight.shape[1]} classes, {self.weighting}"
+
+
+def term_counts(terms: Tensor, keep: Tensor) -> Tensor:
+    """terms, keep [B, N] -> [B, N] int64: how often each kept position's term occurs among the kept
+    positions of its row (not kept: the count of the not-kept ones). Sort each row, number its runs
+    of equal terms, count each run by a scatter-add into a [B, N] table, and send the counts back to
+    the positions: static shapes, so one ONNX graph (TopK, CumSum, ScatterElements) for any length."""
+    key = torch.where(keep, terms, torch.full_like(terms, -1))  # padding: a run of its own
+    sorted_key, order = torch.sort(key, dim=1)  # [B, N]
+    starts = torch.cat([torch.ones_like(sorted_key[:, :1], dtype=torch.bool),
+                        sorted_key[:, 1:] != sorted_key[:, :-1]], dim=1)  # [B, N] a run begins here
+    run = torch.cumsum(starts.to(torch.int64), dim=1) - 1  # [B, N] the run of each sorted position
+    lengths = torch.zeros_like(run).scatter_add(1, run, torch.ones_like(run))  # [B, N] each run's length
+    return torch.zeros_like(run).scatter(1, order, lengths.gather(1, run))  # [B, N] back in position order
 
 
 def config_entries(wide: bool = False, encoder_length: int | None = None, weighting: str = "count", ngrams: int = 1,

@@ -135,3 +135,17 @@ def test_stratified_folds_hold_out_every_text_once_with_each_class_spread():
     assert sorted(np.concatenate(folds).tolist()) == list(range(20))
     for held in folds:  # each fold holds every class
         assert set(targets[held]) == {0, 1, 2}
+
+
+def test_term_counts_are_each_positions_count_of_its_term_among_the_kept_ones():
+    from tfm_cls.model.wide import term_counts
+
+    rng = np.random.default_rng(4)
+    terms = torch.from_numpy(rng.integers(0, 6, (5, 17)))
+    keep = torch.from_numpy(rng.random((5, 17)) < 0.8)
+    counts = term_counts(terms, keep).numpy()
+    t, k = terms.numpy(), keep.numpy()
+    for b in range(5):
+        for i in range(17):
+            if k[b, i]:
+                assert counts[b, i] == int(((t[b] == t[b, i]) & k[b]).sum())
