@@ -91,6 +91,27 @@ def cover(vectors: np.ndarray, n: int, seen: NearDuplicates, seed: int = 0) -> l
     return picks
 
 
+def cover_by_guess(vectors: np.ndarray, guessed: np.ndarray, n: int, seen: NearDuplicates, seed: int = 0) -> list[Pick]:
+    """The cold start with label names: the pool split by the zero-shot guess, and each part covered
+    by its share of the n picks (an equal share, the rest to the largest parts), so a rare label
+    the names recognise is not left out of the first round."""
+    labels, sizes = np.unique(guessed, return_counts=True)
+    share = np.minimum(sizes, n // max(len(labels), 1))
+    for j in np.argsort(-sizes, kind="stable"):  # what an equal share leaves: to the largest parts
+        if share.sum() >= n:
+            break
+        share[j] += min(sizes[j] - share[j], n - share.sum())
+    picks = []
+    for label, k in zip(labels, share):
+        members = np.flatnonzero(guessed == label)
+        if k:
+            for p in cover(vectors[members], int(k), seen, seed):
+                p.index = int(members[p.index])
+                p.reason = p.reason.replace("texts of the pool", "texts the label names call the same")
+                picks.append(p)
+    return picks
+
+
 @dataclasses.dataclass
 class Uncertainty:
     """How unsure the model is of each text, in [0, 1] (1: a coin toss), and why."""

@@ -60,11 +60,16 @@ class Settings:
     """Label descriptions (labels.json) join the labelled examples of the logistic regression."""
     candidates: int = 0
     """`spread` clusters the whole pool (0), or only the candidates x n most uncertain texts."""
+    cold_start: str = "guided"
+    """No labels: `guided` (cover within each label the names guess, where labels.json names them)
+    or `cover` (cover the pool as one)."""
     seed: int = 0
 
     def __post_init__(self) -> None:
         if self.strategy not in ("spread", "top"):
             raise ValueError(f"strategy: expected spread or top, got {self.strategy!r}")
+        if self.cold_start not in ("guided", "cover"):
+            raise ValueError(f"cold_start: expected guided or cover, got {self.cold_start!r}")
         if self.uncertainty not in ("margin", "entropy"):
             raise ValueError(f"uncertainty: expected margin or entropy, got {self.uncertainty!r}")
 
@@ -152,7 +157,9 @@ class Suggester:
             model = self.model(labelled)
             guesses = model(vectors) if model is not None else None
         has_labels = run_guess is not None or (labelled is not None and len(labelled.texts) > 0)
-        if not has_labels:
+        if not has_labels and guesses is not None and s.cold_start == "guided":
+            picks = pick.cover_by_guess(vectors, guesses.proba.argmax(axis=1), n, seen, s.seed)
+        elif not has_labels:
             picks = pick.cover(vectors, n, seen, s.seed)
         else:
             unsure = pick.uncertainty(guesses.proba, guesses.thresholds, s.uncertainty)

@@ -49,3 +49,13 @@ def test_spread_takes_the_most_uncertain_of_each_cluster():
     assert {25, 45, 65} <= {p.index for p in spread}
     top = pick.top_uncertain(x, unsure, 4, pick.NearDuplicates(threshold=1.01))
     assert set(group[[p.index for p in top]]) == {0}
+
+
+def test_cover_by_guess_gives_every_guessed_label_its_share():
+    x, group = blobs(k=4, per=20)
+    guessed = group.copy()
+    guessed[:18] = 1  # the names recognise only 2 of cluster 0's texts
+    picks = pick.cover_by_guess(x, guessed, 8, pick.NearDuplicates(threshold=1.01))
+    assert len(picks) == 8 and len({p.index for p in picks}) == 8
+    assert sorted(guessed[[p.index for p in picks]]) == [0, 0, 1, 1, 2, 2, 3, 3]
+    assert all("label names call the same" in p.reason for p in picks)
