@@ -34,10 +34,13 @@ $(VENV)/.installed: pyproject.toml
 
 install: $(VENV)/.installed
 
+# Two workers (every machine here has 2 cores and the suite is mostly one-threaded), each taking a whole
+# test folder at a time (tests/conftest.py) so a folder's session fixtures are built once; TEST_WORKERS=0: one process.
+TEST_WORKERS ?= 2
 test: install
 	@if command -v npm >/dev/null 2>&1; then $(MAKE) --no-print-directory web-install; \
 	else echo "make test: no npm here, so the browser runtime's tests (tests/integration/web) will skip"; fi
-	$(PY) -m pytest -q -x --durations=10
+	$(PY) -m pytest -q -x --durations=10 -n $(TEST_WORKERS) --dist loadgroup
 
 test-slow: install
 	$(PY) -m pytest -q -m slow
