@@ -49,6 +49,9 @@ def _same_student(a_dir, a_metrics, b_dir, b_metrics):
     assert a_metrics["steps"] == b_metrics["steps"]
 
 
+# Slow (make test-slow): an interrupted labelling keeping its chunks and labelling only the rest is
+# test_distill_labelling.py's quicker check, and SIGKILL then --resume giving the very student is the training case below.
+@pytest.mark.slow
 def test_sigkill_while_labelling_then_resume(tmp_path, tiny_data, teacher_run, reference):
     run_dir, config_path = tmp_path / "killed", tmp_path / "killed.yaml"
     save_config(distill_config(tiny_data, teacher_run, run_dir, *EXTRA), config_path)

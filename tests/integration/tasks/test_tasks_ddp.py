@@ -25,6 +25,10 @@ def _config(path, data, run, batch_size):
     return path
 
 
+# Slow (make test-slow): two processes matching one are tests/integration/distributed's (single label), the
+# collectives (float rows gathered) tests/unit/training/test_distributed.py's, pair and regression runs and the
+# token types reaching the model test_tasks_train.py's; this one joins them under torchrun (about 30 s).
+@pytest.mark.slow
 def test_pair_regression_two_processes_match_one(pair_data, tmp_path):
     two, one = tmp_path / "two", tmp_path / "one"
     cmd = [sys.executable, "-m", "torch.distributed.run", "--standalone", "--nproc_per_node=2", "-m", "tfm_cls.cli",

@@ -38,7 +38,10 @@ def _kill_after_first_checkpoint(config_path, run_dir, timeout=120.0):
     assert proc.returncode == -signal.SIGKILL, f"run ended before the kill: {stderr.decode()[-2000:]}"
 
 
-@pytest.mark.parametrize("wide", [(), WIDE], ids=["encoder", "warm-started-wide"])
+# warm-started-wide is slow (make test-slow): the SIGKILL-and-resume equality is the encoder case's, and that a resumed
+# warm-started run reads its offsets back (or fails on bad ones) is tasks/test_wide_branch.py's quicker check
+@pytest.mark.parametrize("wide", [pytest.param((), id="encoder"),
+                                  pytest.param(WIDE, id="warm-started-wide", marks=pytest.mark.slow)])
 def test_sigkill_then_resume_matches_uninterrupted_run(tmp_path, wide):
     data = write_topic_data(tmp_path / "data", (600, 60, 60), labels=False)
     extra = (*EXTRA, *wide)
