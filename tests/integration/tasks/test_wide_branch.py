@@ -443,7 +443,7 @@ def test_a_spent_wall_clock_stops_the_warm_start_grid_and_skips_the_folds(caplog
     set_idf(model.wide, split)
     spent = WallClock(1.0, started=time.monotonic() - 3600)  # a 1-minute budget, an hour ago
     offsets, chosen = warm_start(model, head, split, _split(rows, labels), "macro_f1", ["a", "b", "c"], clock=spent)
-    assert chosen["C"] == WARM_START_C[0]  # one fit, then the grid stopped
+    assert chosen["C"] in WARM_START_C[:2]  # the first two values, then the grid stopped
     assert np.abs(offsets).max() == 0  # no folds: the encoder trains against the full branch
     assert "the warm start's grid stops" in caplog.text and "no out-of-fold logits" in caplog.text
     # the model is still the fitted branch
