@@ -437,6 +437,9 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--no-peers", action="store_true", help="leave small-text out")
     parser.add_argument("--small-text-python", default=str(small_text_peer.DEFAULT_PYTHON))
     parser.add_argument("--cache-only", action="store_true", help="compute the vectors and stop")
+    parser.add_argument("--merge", nargs="+", default=None, metavar="JSON",
+                        help="no simulation: the table and the plot of earlier results files together (a set's "
+                             "curves from the last file that has it; small-text's from any file that ran it)")
     parser.add_argument("--peers-from", default=None, metavar="JSON",
                         help="small-text's curves from an earlier bench_results/suggest-*.json of the same settings "
                              "(the peer is not run again)")
@@ -456,6 +459,10 @@ def main(argv: list[str] | None = None) -> None:
         for name in sets:
             for split, (texts, _) in pool_and_test(name).items():
                 encoder.cached(name, split, texts)
+        return
+    if args.merge:
+        results = merged([json.loads(Path(f).read_text())["results"] for f in args.merge])
+        report(results, args, {"merged_from": args.merge})
         return
     if args.final:
         started = time.process_time()
@@ -480,6 +487,27 @@ def main(argv: list[str] | None = None) -> None:
     earlier = json.loads(Path(args.peers_from).read_text())["results"] if args.peers_from else {}
     results = {name: simulate(name, list(range(args.seeds)), args.variants.split(","), peers, encoder,
                               earlier.get(name)) for name in sets}
+    report(results, args, {"small_text_curves_from": args.peers_from, "cpu_seconds": time.process_time() - started})
+
+
+def merged(parts: list[dict[str, Any]]) -> dict[str, Any]:
+    """Results of several runs as one: each set from the last part that has it, with small-text's
+    curves (per start) from any part that has them for that set."""
+    out: dict[str, Any] = {}
+    for part in parts:
+        out.update(json.loads(json.dumps(part)))
+    for name, result in out.items():
+        for start, curve in result["curves"].items():
+            for part in parts:
+                theirs = part.get(name, {}).get("curves", {}).get(start, {}).get("accuracy", {})
+                for system, by_seed in theirs.items():
+                    if system.startswith("small-text"):
+                        curve["accuracy"].setdefault(system, by_seed)
+    return out
+
+
+def report(results: dict[str, Any], args: argparse.Namespace, extra: dict[str, Any]) -> None:
+    """Print the tables, write the JSON (+ .md) and the plot."""
     table8, verdict8 = summarize(results, "8")
     table0, verdict0 = summarize(results, "0")
     zero = "\n".join(f"| {n} | {100 * r['zero_shot']['names']:.1f} | {100 * r['zero_shot']['descriptions']:.1f} |"
@@ -493,9 +521,8 @@ def main(argv: list[str] | None = None) -> None:
     print({"from 8": verdict8, "from 0": verdict0})
     path = write_results(args.out, "suggest", {
         "results": results, "targets": {"from_8": verdict8, "from_0": verdict0},
-        "settings": {"pool": POOL, "per_round": PER_ROUND, "up_to": UP_TO, "C": C, "seeds": args.seeds,
-                     "small_text_curves_from": args.peers_from},
-        "cpu_seconds": time.process_time() - started, "environment": environment()}, table)
+        "settings": {"pool": POOL, "per_round": PER_ROUND, "up_to": UP_TO, "C": C, "seeds": args.seeds, **extra},
+        "environment": environment()}, table)
     plot(results, Path(args.plot))
     print(f"wrote {path} and {args.plot}")
 
