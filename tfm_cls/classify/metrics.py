@@ -7,27 +7,28 @@ from __future__ import annotations
 from typing import Any
 
 import numpy as np
-from sklearn.metrics import (
-    accuracy_score,
-    classification_report,
-    confusion_matrix,
-    f1_score,
-    precision_recall_fscore_support,
-)
 
 from tfm_cls.training.best import HIGHER_IS_BETTER, is_better  # noqa: F401 (re-exported: the metrics' order)
+
+
+def _sk() -> Any:
+    """sklearn.metrics, imported on first use: importing it costs a command's start as much as torch
+    does, and `tfm-cls predict` / `eval` reach this module through the heads without scoring."""
+    import sklearn.metrics
+
+    return sklearn.metrics
 
 
 def classification_metrics(y_true: np.ndarray, y_pred: np.ndarray, labels: list[str]) -> dict[str, Any]:
     """accuracy, macro_f1 and {class: precision, recall, f1, support} over all `labels` (classes
     absent from y_true count with zero support, and sklearn's zero_division=0)."""
     ids = list(range(len(labels)))
-    precision, recall, f1, support = precision_recall_fscore_support(
+    precision, recall, f1, support = _sk().precision_recall_fscore_support(
         y_true, y_pred, labels=ids, zero_division=0
     )
     return {
-        "accuracy": float(accuracy_score(y_true, y_pred)),
-        "macro_f1": float(f1_score(y_true, y_pred, labels=ids, average="macro", zero_division=0)),
+        "accuracy": float(_sk().accuracy_score(y_true, y_pred)),
+        "macro_f1": float(_sk().f1_score(y_true, y_pred, labels=ids, average="macro", zero_division=0)),
         "per_class": {
             name: {"precision": float(p), "recall": float(r), "f1": float(f), "support": int(s)}
             for name, p, r, f, s in zip(labels, precision, recall, f1, support)
@@ -39,11 +40,11 @@ def multi_label_metrics(y_true: np.ndarray, y_pred: np.ndarray, labels: list[str
     """Multi-hot y_true, y_pred [N, C] -> micro_f1, macro_f1, subset_accuracy (every label of a
     row right) and {label: precision, recall, f1, support} (sklearn, zero_division=0)."""
     y_true, y_pred = np.asarray(y_true).astype(np.int64), np.asarray(y_pred).astype(np.int64)
-    precision, recall, f1, support = precision_recall_fscore_support(y_true, y_pred, average=None, zero_division=0)
+    precision, recall, f1, support = _sk().precision_recall_fscore_support(y_true, y_pred, average=None, zero_division=0)
     return {
-        "micro_f1": float(f1_score(y_true, y_pred, average="micro", zero_division=0)),
-        "macro_f1": float(f1_score(y_true, y_pred, average="macro", zero_division=0)),
-        "subset_accuracy": float(accuracy_score(y_true, y_pred)),
+        "micro_f1": float(_sk().f1_score(y_true, y_pred, average="micro", zero_division=0)),
+        "macro_f1": float(_sk().f1_score(y_true, y_pred, average="macro", zero_division=0)),
+        "subset_accuracy": float(_sk().accuracy_score(y_true, y_pred)),
         "per_label": {
             name: {"precision": float(p), "recall": float(r), "f1": float(f), "support": int(s)}
             for name, p, r, f, s in zip(labels, precision, recall, f1, support)
@@ -77,7 +78,7 @@ def regression_metrics(y_true: np.ndarray, y_pred: np.ndarray) -> dict[str, Any]
 
 def multi_label_report(y_true: np.ndarray, y_pred: np.ndarray, labels: list[str]) -> str:
     """sklearn's report over multi-hot arrays (micro, macro, weighted and samples averages)."""
-    return classification_report(
+    return _sk().classification_report(
         np.asarray(y_true).astype(np.int64), np.asarray(y_pred).astype(np.int64), target_names=labels,
         digits=4, zero_division=0,
     )
@@ -89,11 +90,11 @@ def regression_report(y_true: np.ndarray, y_pred: np.ndarray) -> str:
 
 
 def report_text(y_true: np.ndarray, y_pred: np.ndarray, labels: list[str]) -> str:
-    return classification_report(
+    return _sk().classification_report(
         y_true, y_pred, labels=list(range(len(labels))), target_names=labels, digits=4, zero_division=0
     )
 
 
 def confusion(y_true: np.ndarray, y_pred: np.ndarray, num_classes: int) -> np.ndarray:
     """[num_classes, num_classes] counts; row = true class, column = predicted class."""
-    return confusion_matrix(y_true, y_pred, labels=list(range(num_classes)))
+    return _sk().confusion_matrix(y_true, y_pred, labels=list(range(num_classes)))
