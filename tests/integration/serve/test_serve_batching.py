@@ -244,7 +244,9 @@ def test_a_stuck_inference_thread_fails_health(served, monkeypatch):
             task = asyncio.create_task(c.post("/predict", json={"inputs": "a"}))
             await _until(lambda: s.service.inflight == 1)
             queued = asyncio.create_task(c.post("/predict", json={"inputs": "b"}))
-            await asyncio.sleep(0.4)
+            # the second request queued behind the stuck batch for longer than STALL_SECONDS (a wait on
+            # the condition, not a fixed sleep: on a loaded machine the request takes a while to queue)
+            await _until(lambda: s.service.batcher.stalled_for() > 0.3, seconds=20.0)
             health = await c.get("/health")
             s.gate.set()
             await task
