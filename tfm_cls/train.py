@@ -185,7 +185,7 @@ def _few_labels(cfg: ClassifierConfig, model: nn.Module, splits: dict[str, Any],
     else the contrastive fine-tuning and its fitted head."""
     choice = cross_validate(cfg, model, splits["train"], data.labels) if not env.distributed else None
     extra = {"candidates": {"rule": choice.rule, "chosen": choice.chosen, "front": choice.front}} if choice else None
-    if choice is not None and choice.bag is not None:
+    if choice is not None and choice.bag is not None and cfg.contrastive.ship_bag:
         model = choice.bag
         if env.is_main:
             write_json(run_dir / R.MODEL_CONFIG_FILE, model.config)

@@ -23,7 +23,8 @@ def test_the_bag_wins_the_cross_validation_where_the_words_tell_and_ships_withou
     run = tmp_path / "run"
     cfg = load_config(ClassifierConfig, None, [*TINY, f"data.path={data}", f"run_dir={run}",
                                                "data.validation_fraction=0", "model.normalize=true",
-                                               "contrastive.iterations=2", "train.best_metric=accuracy"])
+                                               "contrastive.iterations=2", "train.best_metric=accuracy",
+                                               "contrastive.ship_bag=true"])
     metrics = train(cfg)
     front = {row["name"]: row for row in metrics["candidates"]["front"]}
     assert metrics["candidates"]["chosen"] == "bag_of_terms" and front["bag_of_terms"]["chosen"]
@@ -41,3 +42,17 @@ def test_the_bag_wins_the_cross_validation_where_the_words_tell_and_ships_withou
     scores, _, _ = Classifier(str(path)).classify(texts)
     torch_logits, _, _ = texts_logits(loaded, texts)
     assert np.asarray(scores) == pytest.approx(softmax(torch_logits / loaded.temperature), abs=1e-5)
+
+
+def test_by_default_the_cross_validation_is_reported_and_the_encoder_is_fine_tuned(tmp_path):
+    names = lambda rows: [{"text": r["text"], "label": CLASSES[r["label"]]} for r in rows]  # noqa: E731
+    data = write_dataset(tmp_path / "data", {"train": names(make_texts(18, 0)), "test": names(make_texts(12, 5))})
+    cfg = load_config(ClassifierConfig, None, [*TINY, f"data.path={data}", f"run_dir={tmp_path / 'run'}",
+                                               "data.validation_fraction=0", "model.normalize=true",
+                                               "contrastive.iterations=1", "train.best_metric=accuracy"])
+    metrics = train(cfg)
+    front = {row["name"]: row for row in metrics["candidates"]["front"]}
+    assert metrics["candidates"]["chosen"] == "encoder" and "ship_bag is on (off)" in metrics["candidates"]["rule"]
+    assert front["bag_of_terms"]["validation"]["accuracy"] > front["encoder"]["validation"]["accuracy"]
+    assert metrics["steps"] > 0  # the contrastive stage ran
+    assert not isinstance(R.load_run(tmp_path / "run").model, BagOfTermsClassifier)
