@@ -56,7 +56,9 @@ from tfm_cls.training.clock import WallClock
 logger = logging.getLogger(__name__)
 
 OFFSETS_FILE = "wide_offsets.safetensors"
-"""RUN/wide_offsets.safetensors: a warm start's training offsets {"offsets": [rows, C] float32}."""
+"""RUN/wide_offsets.safetensors: a warm start's training offsets and the bias fitted with the branch,
+{"offsets": [rows, C] float32, "bias": [C] float32} (files written before the bias was kept hold
+the offsets only)."""
 
 LossFn = Callable[[Tensor, Tensor], Tensor]
 """(logits [N, C], targets) -> the mean loss over the values."""
@@ -213,13 +215,14 @@ def _fit(bags: Tensor, targets: Tensor, loss: LossFn, bias: Tensor, c: float,
 
 def warm_start(model: nn.Module, head: Any, train: TokenizedSplit, validation: TokenizedSplit | None,
                best_metric: str = "loss", labels: list[str] | None = None,
-               loss: str = "head", clock: WallClock | None = None) -> tuple[np.ndarray, dict[str, float]]:
+               loss: str = "head", clock: WallClock | None = None) -> tuple[np.ndarray, dict[str, Any]]:
     """Fit the branch's weights (`model.wide`) and the head's bias as a linear model of the bags
     (module docstring) with the head's loss or (`loss="squared_hinge"`) LinearSVC's, C picked by
     `best_metric` on validation (the head's metrics, decision rule tuned there first, as the
     engine's evaluation does; hinge margins Platt-scaled on validation for the judging). Returns
     the training rows' offsets [rows, C] (out-of-fold minus in-sample logits) and what it chose
-    (`C`, the validation score, `seconds`). Under a wall-clock budget (`clock`) the grid stops where
+    (`C`, the validation score, `seconds`, and `bias` [C]: the bias fitted with the branch, the
+    bag-of-terms model's own, which the encoder's training then moves). Under a wall-clock budget (`clock`) the grid stops where
     the next fit (timed as the last one, twice) would leave the encoder less than LOOP_SHARE of the
     budget, and the out-of-fold fits are skipped where they would (the offsets are then zero: the
     encoder trains against the full branch's logits; the run's choice may still ship the branch)."""
@@ -285,7 +288,8 @@ def warm_start(model: nn.Module, head: Any, train: TokenizedSplit, validation: T
     logger.info("wide warm start: the bag-of-terms branch fitted (%s, C %g, %d training rows, %d folds for the "
                 "encoder's targets) in %.1f s", "squared hinge + Platt" if hinge else "the head's loss", c,
                 train.num_rows, WARM_START_FOLDS, seconds)
-    return offsets.numpy().astype(np.float32), {"C": c, "validation_score": score, "seconds": seconds}
+    return offsets.numpy().astype(np.float32), {"C": c, "validation_score": score, "seconds": seconds,
+                                                "bias": fitted_bias.detach().float().cpu()}
 
 
 MIN_GRID = 2
@@ -305,11 +309,11 @@ def _affords(clock: WallClock | None, seconds: float) -> bool:
 
 def fit_branch(model: nn.Module, head: Any, splits: dict[str, TokenizedSplit], wide: WideConfig,
                best_metric: str = "loss", labels: list[str] | None = None,
-               clock: WallClock | None = None) -> np.ndarray | None:
+               clock: WallClock | None = None) -> tuple[np.ndarray, Tensor] | None:
     """Before the first step of a fresh run: the IDF table of a `tfidf` branch, then with
     `wide.warm_start` the warm start with `wide.loss` (`head`: the task's head, whose loss it
-    fits), whose training offsets [rows, C] it returns (None otherwise, and for a model without
-    a branch)."""
+    fits), whose training offsets [rows, C] and fitted bias [C] it returns (None otherwise, and for
+    a model without a branch)."""
     branch = getattr(model, "wide", None)
     if branch is None:
         return None
@@ -317,8 +321,9 @@ def fit_branch(model: nn.Module, head: Any, splits: dict[str, TokenizedSplit], w
         set_idf(branch, splits["train"])
     if not wide.warm_start:
         return None
-    return warm_start(model, head, splits["train"], splits.get("validation"), best_metric, labels, wide.loss,
-                      clock)[0]
+    offsets, chosen = warm_start(model, head, splits["train"], splits.get("validation"), best_metric, labels,
+                                 wide.loss, clock)
+    return offsets, chosen["bias"]
 
 
 def start_wide(cfg: ClassifierConfig, model: nn.Module, splits: dict[str, TokenizedSplit], labels: list[str], run_dir: Path, *,
@@ -336,9 +341,12 @@ def start_wide(cfg: ClassifierConfig, model: nn.Module, splits: dict[str, Tokeni
     if resume:
         return read_offsets(path, (splits["train"].num_rows, model.config["num_classes"]))
     head = head_for(cfg, splits["train"].labels, labels=labels)  # the task's head: the loss the branch is fitted with
-    offsets = fit_branch(model, head, splits, cfg.wide, cfg.train.best_metric, labels, clock)
-    if offsets is not None and (env is None or env.is_main):
-        save_tensors({"offsets": torch.from_numpy(offsets)}, path)
+    fitted = fit_branch(model, head, splits, cfg.wide, cfg.train.best_metric, labels, clock)
+    if fitted is None:
+        return None
+    offsets, bias = fitted
+    if env is None or env.is_main:
+        save_tensors({"offsets": torch.from_numpy(offsets), "bias": bias}, path)
     return offsets
 
 
@@ -356,6 +364,20 @@ def read_offsets(path: Path, shape: tuple[int, int]) -> np.ndarray:
         raise RunDirError(f"{path}: offsets of shape {list(offsets.shape)}, but the training split gives "
                           f"{list(shape)}: the data changed since the run began (start it again with --overwrite)")
     return offsets
+
+
+def branch_bias(run_dir: Path) -> Tensor | None:
+    """The bias the warm start fitted with the branch (RUN/OFFSETS_FILE), or None where the run has
+    none (no warm start, or a file written before it was kept). With the branch it is the
+    bag-of-terms model as fitted (tfm_cls.classify.candidates); the trained head's bias is fitted
+    beside the encoder, not for the branch alone."""
+    path = run_dir / OFFSETS_FILE
+    if not path.is_file():
+        return None
+    try:
+        return load_file(str(path)).get("bias")
+    except Exception as err:  # safetensors raises its own error types for torn / foreign files
+        raise CheckpointError(f"{path}: corrupt or not a tfm-cls offsets file ({err})") from err
 
 
 def train_branch(model: nn.Module, wide: WideConfig) -> None:

@@ -50,10 +50,11 @@ class BagOfTermsClassifier(nn.Module):
         self.bias = nn.Parameter(torch.zeros(num_classes))  # [C]
 
     @classmethod
-    def from_wide_and_deep(cls, model: nn.Module, max_len: int) -> BagOfTermsClassifier:
-        """The wide branch of a TransformerClassifier (its weights, its IDF table) and the head's bias:
-        the model's logits with the encoder's contribution taken out. `max_len`: the tokens its
-        tokenizer reads (recorded for the verifier's longest case)."""
+    def from_wide_and_deep(cls, model: nn.Module, max_len: int, bias: Tensor | None = None) -> BagOfTermsClassifier:
+        """The wide branch of a TransformerClassifier (its weights, its IDF table) and `bias` [C], the
+        bias fitted with the branch (default: the head's, the model's logits with the encoder's
+        contribution taken out). `max_len`: the tokens its tokenizer reads (recorded for the
+        verifier's longest case)."""
         config, branch = model.config, model.wide
         if branch is None:
             raise ValueError("the model has no wide branch to keep")
@@ -61,7 +62,7 @@ class BagOfTermsClassifier(nn.Module):
                   branch.weighting, branch.ngrams, branch.buckets or BUCKETS)
         bag.wide.load_state_dict(branch.state_dict())
         with torch.no_grad():
-            bag.bias.copy_(model.head.bias.detach())
+            bag.bias.copy_(model.head.bias.detach() if bias is None else bias.to(bag.bias))
         return bag.to(branch.weight.device)
 
     def forward(self, input_ids: Tensor, attention_mask: Tensor | None = None,

@@ -3,14 +3,18 @@ and the card, the chosen model as the run's model, the others in RUN/candidates/
 verified and run by the torch-free runtime; `tfm-cls export --candidate` exports another."""
 
 import json
+from types import SimpleNamespace
 
 import numpy as np
 import pytest
+import torch
 from kits.tiny_topics import TINY, write_topic_data
 
 from tfm_cls import cli
 from tfm_cls import runs as R
+from tfm_cls.classify.candidates import candidate_models
 from tfm_cls.classify.predict import texts_logits
+from tfm_cls.classify.wide_fit import branch_bias
 from tfm_cls.config import ClassifierConfig, load_config
 from tfm_cls.model import BagOfTermsClassifier, TransformerClassifier
 from tfm_cls.runtime.heads import softmax
@@ -81,3 +85,21 @@ def test_the_chosen_and_the_other_candidate_export_verify_and_run_without_torch(
     assert cli.main(["export", "--run", str(run), "--candidate", "nope", "--output", str(tmp_path / "x.onnx")]) == 2
     err = capsys.readouterr().err
     assert "no candidate 'nope'" in err and other in err and not (tmp_path / "x.onnx").exists()
+
+
+def test_the_bag_candidate_is_the_warm_start_as_fitted_not_the_trained_heads_bias(chosen_run):
+    run, metrics = chosen_run
+    # the warm start keeps the bias it fitted with the branch (RUN/wide_offsets.safetensors)
+    fitted = branch_bias(run)
+    assert fitted is not None and fitted.shape == (3,)
+    bag = R.load_run(run, candidate="bag_of_terms").model
+    assert torch.equal(bag.bias.detach(), fitted)
+    # the encoder's training moves the head's bias (here: by hand); the bag candidate keeps the fitted one
+    deep = R.load_run(run, candidate="wide_and_deep")
+    with torch.no_grad():
+        deep.model.head.bias.add_(1.0)
+    tokens = SimpleNamespace(input_ids=[[5, 6, 7]])
+    task = SimpleNamespace(model=deep.model, cfg=deep.config, run_dir=run, splits={"train": tokens})
+    models = candidate_models(task)
+    assert torch.equal(models["bag_of_terms"].bias.detach(), fitted)
+    assert torch.equal(models["bag_of_terms"].wide.weight, deep.model.wide.weight)  # the branch as fitted
