@@ -38,6 +38,14 @@ function showError(message) {
 const pct = (x) => `${(100 * x).toFixed(1)} %`;
 const kb = (n) => (n >= 2 ** 20 ? `${(n / 2 ** 20).toFixed(1)} MB` : `${(n / 1024).toFixed(0)} KB`);
 
+function architecture(c) {
+  if (c.architecture === "bag_of_terms") {
+    const pairs = c.wide_ngrams === 2 ? ` + ${c.wide_buckets} buckets of token pairs` : "";
+    return `bag of terms, no encoder (${c.vocab_size} tokens${pairs}, ${c.wide_weighting ?? "count"})`;
+  }
+  return `${c.num_layers ?? "?"} layers, d_model ${c.d_model ?? "?"}`;
+}
+
 function showFacts(f, seconds) {
   const kind = { single_label: "single-label classification", multi_label: "multi-label classification",
     regression: "regression" }[f.task];
@@ -53,8 +61,7 @@ function showFacts(f, seconds) {
     ["max length", `${f.maxLength} tokens; long texts: ${policy}`],
     ...(f.thresholds ? [["thresholds", f.thresholds.map((t) => t.toFixed(2)).join(", ")]] : []),
     ...(f.temperature ? [["temperature", String(f.temperature)]] : []),
-    ["model", `${f.modelConfig.num_layers ?? "?"} layers, d_model ${f.modelConfig.d_model ?? "?"}, ${kb(f.sizeBytes)}` +
-      `${f.quantization ? " (int8)" : ""}`],
+    ["model", `${architecture(f.modelConfig)}, ${kb(f.sizeBytes)}${f.quantization ? " (int8)" : ""}`],
     ["exported by", `tfm_cls ${f.version ?? "?"}`],
     ["loaded in", `${seconds.toFixed(2)} s (onnxruntime-web, WebAssembly, one thread)`],
   ];

@@ -26,7 +26,38 @@ def web_models(tmp_path_factory):
     """{kind: .onnx}: every task type and long-text policy in fp32, and the int8 files of the graphs."""
     folder = tmp_path_factory.mktemp("web_models")
     models = W.export_models(folder)
-    return {**models, **W.int8_models(folder, models)}
+    return {**models, **W.int8_models(folder, models), **bag_models(folder)}
+
+
+def bag_models(folder):
+    """{bag_of_terms: .onnx, bag_of_terms_int8: .onnx}: the model a run ships when its encoder adds
+    nothing (tfm_cls.model.bag: ids -> hashed TF-IDF bag of terms and pairs -> one product), as
+    `tfm-cls export` writes it (max_length from the tokenizer: the runtime cuts longer texts there,
+    although the graph has no positions) and its int8 file as `tfm-cls quantize` makes it (int8
+    tables, one scale a row). Random weights and IDF (a third of the terms 0: never seen in
+    training) and a temperature, serve_kit's tokenizer: no training, a second or two."""
+    import torch
+    from kits import serve_kit as K
+    from tfm_cls.export.exporter import export_classifier
+    from tfm_cls.export.quantize import quantize_model
+
+    from tfm_cls.config import TokenizerConfig
+    from tfm_cls.data.tokenizer import train_tokenizer
+    from tfm_cls.model import BagOfTermsClassifier
+
+    tok = train_tokenizer(K.TEXTS, TokenizerConfig(vocab_size=100, min_frequency=1, max_length=K.MAX_LENGTH))
+    torch.manual_seed(5)
+    bag = BagOfTermsClassifier(tok.get_vocab_size(), len(K.LABELS), 0, max_len=K.MAX_LENGTH, wide_weighting="tfidf",
+                               wide_ngrams=2, wide_buckets=512).eval()
+    with torch.no_grad():
+        bag.wide.weight.normal_()
+        idf = 1.0 + 3.0 * torch.rand(bag.wide.rows)
+        bag.wide.set_idf(torch.where(torch.rand(bag.wide.rows) < 0.3, torch.zeros_like(idf), idf))
+        bag.bias.normal_()
+    fp32 = export_classifier(bag, folder / "bag_of_terms.onnx", tokenizer=tok, labels=K.LABELS,
+                             max_length=K.MAX_LENGTH, temperature=0.5)
+    return {"bag_of_terms": fp32,
+            "bag_of_terms_int8": quantize_model(fp32, folder / "bag_of_terms.int8.onnx", embeddings=True)}
 
 
 @pytest.fixture(scope="session")

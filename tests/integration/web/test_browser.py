@@ -17,7 +17,8 @@ from tfm_cls.errors import InferenceError
 from tfm_cls.runtime.session import Classifier
 from tfm_cls.web_export import BUNDLE_FILES, MODEL_FILE, write_web_folder
 
-KINDS = ["single_label", "multi_label", "regression", "chunked", "chunked_max", "head_tail", "tail"]
+KINDS = ["single_label", "multi_label", "regression", "chunked", "chunked_max", "head_tail", "tail", "bag_of_terms"]
+ENCODER_INT8 = ["single_label_int8", "multi_label_int8", "regression_int8"]
 
 
 @pytest.fixture(scope="module")
@@ -52,13 +53,14 @@ def test_the_folder_holds_the_page_runtime_wasm_and_model(site):
     assert "application/wasm" in notes and "python -m http.server" in notes
 
 
-@pytest.mark.parametrize("kind", [*KINDS, "single_label_int8", "multi_label_int8", "regression_int8"])
+@pytest.mark.parametrize("kind", [*KINDS, *ENCODER_INT8, "bag_of_terms_int8"])
 def test_page_rows_equal_tfm_cls_infer(page, web_models, expected, kind):
-    """fp32: scores within 1e-5; int8: every label equal, scores within W.INT8_TOLERANCE."""
+    """fp32 and the bag's int8 file (no integer product): scores within 1e-5; the encoders' int8
+    files: every label equal, scores within W.INT8_TOLERANCE."""
     records, py = expected[kind]
     rows = page.evaluate("async ([url, inputs]) => { await window.tfmCls.load(url); return window.tfmCls.classify(inputs); }",
                          [f"models/{web_models[kind].name}", records])
-    assert W.differences(rows, py, W.INT8_TOLERANCE if kind.endswith("int8") else W.TOLERANCE) == []
+    assert W.differences(rows, py, W.INT8_TOLERANCE if kind in ENCODER_INT8 else W.TOLERANCE) == []
 
 
 def test_typed_texts_show_the_label_offline(browser, site, expected, tmp_path):
@@ -131,3 +133,22 @@ def test_a_pair_model_shows_its_second_box_and_the_value(browser, site, expected
         assert abs(shown - py[5]["value"]) <= W.TOLERANCE and "sentence pairs" in p.text_content("#facts")
     finally:
         context.close()
+
+
+def test_a_bag_of_terms_page_says_it_has_no_encoder(browser, site, expected):
+    _, url = site
+    context = browser.new_context()
+    p = context.new_page()
+    try:
+        p.goto(f"{url}?model=models/bag_of_terms.onnx", timeout=20_000)
+        p.wait_for_selector("#go:not([disabled])", timeout=20_000)
+        facts = p.text_content("#facts")
+        records, py = expected["bag_of_terms"]
+        p.fill("#text", records[-2]["text"])  # 100,000 characters, cut as infer cuts them
+        p.click("#go")
+        p.wait_for_selector("#results:not([hidden])", timeout=10_000)
+        assert p.text_content("#results .top .name") == py[-2]["label"] and py[-2]["truncated"]
+        assert p.text_content("#results .result .note") == "truncated"
+    finally:
+        context.close()
+    assert "bag of terms, no encoder (" in facts and "512 buckets of token pairs, tfidf" in facts

@@ -47,7 +47,7 @@ def node_results(web_dist, web_models, bad_models, expected, tmp_path_factory):
     return rows, {j["kind"]: j.get("result") for j in done}
 
 
-KINDS = ["single_label", "multi_label", "regression", "chunked", "chunked_max", "head_tail", "tail"]
+KINDS = ["single_label", "multi_label", "regression", "chunked", "chunked_max", "head_tail", "tail", "bag_of_terms"]
 
 
 @pytest.mark.parametrize("kind", KINDS)
@@ -75,6 +75,14 @@ def test_int8_labels_equal_and_scores_within_the_stated_tolerance(node_results, 
     assert W.differences(rows[kind], py, W.INT8_TOLERANCE) == []
 
 
+def test_the_int8_bag_of_terms_is_within_the_fp32_tolerance(node_results, expected):
+    """The bag's int8 file has no integer product (its tables are int8 with one scale a row,
+    dequantized after the lookup, in float32 on both sides): every label equal, scores within 1e-5."""
+    rows, _ = node_results
+    _, py = expected["bag_of_terms_int8"]
+    assert W.differences(rows["bag_of_terms_int8"], py) == []
+
+
 @pytest.mark.parametrize("kind", KINDS)
 def test_token_ids_equal_the_python_runtime(node_results, web_models, expected, kind):
     _, results = node_results
@@ -97,6 +105,10 @@ def test_the_hostile_texts_are_classified_as_python_does(expected, node_results)
     assert empty[:6] == [True, True, True, True, True, False]  # "\ufeff" is not whitespace to Python
     assert hostile[-2]["truncated"] and not hostile[-1]["truncated"]  # a 100,000-letter word is one [UNK]
     assert rows["chunked"][-2]["windows"] > 1000  # 100,000 characters in windows of 8 tokens
+    # The bag of terms has no positions (token_limit None), but its export records the tokenizer's
+    # max_length and `tfm-cls infer` cuts there, as for every model: so does JS.
+    bag = rows["bag_of_terms"][len(W.TEXTS) - len(W.HOSTILE):]
+    assert [r["empty"] for r in bag] == empty and bag[-2]["truncated"] and not bag[-1]["truncated"]
 
 
 @pytest.mark.parametrize("bad", ["not_ours", "mismatch", "truncated"])
