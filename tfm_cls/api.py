@@ -136,7 +136,7 @@ class TextClassifier(ClassifierMixin, BaseEstimator):
     """A text classifier trained by tfm_cls (see the module docstring).
 
     config: None (the default): the recipe reads the texts given to fit and chooses the config, as
-        `tfm-cls train --data DIR` does (tfm_cls.plan); or a configs/cls preset name (`trec`, `bbc`,
+        `tfm-cls train --data DIR` does (tfm_cls.train.plan); or a configs/cls preset name (`trec`, `bbc`,
         ...) or a YAML file (several comma-separated are merged, as `--config` takes them); its data
         section is replaced by the texts given to fit.
     run_dir: where the run is written (kept); None: a temporary folder removed with the estimator.
@@ -175,9 +175,9 @@ class TextClassifier(ClassifierMixin, BaseEstimator):
         return load_config(ClassifierConfig, self.config, [*recipe, *overrides, *extra])
 
     def _plan(self, rows: list[dict[str, Any]], validation_rows: list[dict[str, Any]] | None) -> None:
-        """config=None: the recipe's choices for these rows (tfm_cls.plan, on a temporary copy of
+        """config=None: the recipe's choices for these rows (tfm_cls.train.plan, on a temporary copy of
         them as a data folder), kept for build_config; what names files and columns is fit's."""
-        from tfm_cls.plan import plan_run, profile_data
+        from tfm_cls.train.plan import plan_run, profile_data
 
         with tempfile.TemporaryDirectory(prefix="tfm_cls-plan-") as folder:
             for split, split_rows in (("train", rows), ("validation", validation_rows)):

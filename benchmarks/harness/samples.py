@@ -29,7 +29,7 @@ from tfm_cls.io import write_text
 
 PAIR_COLUMNS = (("text", "text_pair"), ("sentence_a", "sentence_b"), ("sentence1", "sentence2"),
                 ("premise", "hypothesis"), ("question", "answer"), ("query", "document"))
-"""Two text columns read as a sentence pair (the pairs tfm_cls.plan.profile recognises first)."""
+"""Two text columns read as a sentence pair (the pairs tfm_cls.train.plan.profile recognises first)."""
 LABEL_COLUMNS = ("label", "labels")
 SPLITS = ("train", "validation", "test")
 

@@ -1,5 +1,5 @@
 """`tfm-cls train`: train a text classifier into a run directory, from a data folder or a Hugging Face
-dataset (the recipe reads the data and chooses the config: tfm_cls.plan) or from a config (+ KEY=VALUE
+dataset (the recipe reads the data and chooses the config: tfm_cls.train.plan) or from a config (+ KEY=VALUE
 overrides)."""
 
 from __future__ import annotations
@@ -13,7 +13,7 @@ from tfm_cls.cli.arguments import config_arguments, positive_number
 from tfm_cls.cli.shared import print_run_summary, quiet_datasets
 from tfm_cls.errors import ConfigError, DataError
 
-logger = logging.getLogger("tfm_cls.plan")
+logger = logging.getLogger("tfm_cls.train.plan")
 
 SPLIT_ROLES = ("train", "validation", "test")
 HUB_ID = re.compile(r"[A-Za-z0-9][\w.-]*(/[\w.-]+)?")
@@ -96,7 +96,7 @@ def resolve(args: argparse.Namespace):
     source = data_source(args)
     if source and not args.config:
         from tfm_cls.data.sources import load_data
-        from tfm_cls.plan import plan_run, profile_data
+        from tfm_cls.train.plan import plan_run, profile_data
 
         quiet_datasets()
         plan = plan_run(profile_data(DataConfig(**source)), minutes=args.minutes)

@@ -402,7 +402,7 @@ class RegressionConfig:
 @dataclasses.dataclass(kw_only=True)
 class ContrastiveConfig:
     """Few labelled texts: SetFit's contrastive fine-tuning of the encoder on pairs of texts, then
-    a logistic-regression head on its unit sentence vectors (tfm_cls.classify.contrastive). The
+    a logistic-regression head on its unit sentence vectors (tfm_cls.train.contrastive). The
     stage runs one pass over `iterations` x N positive and as many negative pairs, at `lr` with a
     linear decay after 10 % warmup (SetFit's schedule); train.max_minutes, weight_decay,
     grad_clip, device, precision and num_threads apply, the other train.* keys do not. Needs
@@ -420,7 +420,7 @@ class ContrastiveConfig:
 
     ship_bag: bool = False
     """Ship the bag of terms instead of fine-tuning where it beats the frozen encoder by more than one
-    paired SE in the cross-validation on the labelled texts (tfm_cls.classify.few_label_choice; the
+    paired SE in the cross-validation on the labelled texts (tfm_cls.train.few_label_choice; the
     cross-validation runs and is reported either way). Off: on trec at 8 a class (issue 43's picks)
     it shipped the bag at 50.2 % where SetFit's fine-tuning reached 81.6 %: the frozen encoder is too
     low a bound of the fine-tuned one for this rule."""

@@ -43,7 +43,7 @@ class MiniLMVectors:
 
         from tfm_cls.config.schema import ModelConfig
         from tfm_cls.init_from.hf import classifier_from_hf
-        from tfm_cls.plan.pretrained_encoder import ENCODER, pretrained_tokenizer
+        from tfm_cls.pretrained_encoder import ENCODER, pretrained_tokenizer
         from tfm_cls.runtime.text import LongText, TextEncoder
 
         if threads:
@@ -136,7 +136,7 @@ def dense(vectors: Any, dims: int = 256, seed: int = 0) -> np.ndarray:
 
 def default_vectorizer(**kwargs: Any) -> Callable[[list[str]], np.ndarray]:
     """MiniLM where the `minilm` extra is installed, else hashed n-grams (logged: a stated fallback)."""
-    from tfm_cls.plan.pretrained_encoder import encoder_folder
+    from tfm_cls.pretrained_encoder import encoder_folder
 
     if encoder_folder() is not None:
         return MiniLMVectors(**kwargs)

@@ -128,7 +128,7 @@ def test_resampled_metrics_equal_the_heads_own_metrics_on_each_resample(task):
 
 
 def test_stratified_folds_hold_out_every_text_once_with_each_class_spread():
-    from tfm_cls.classify.few_label_choice import folds_of
+    from tfm_cls.train.few_label_choice import folds_of
 
     targets = np.array([0] * 8 + [1] * 8 + [2] * 4)
     folds = folds_of(targets, 4, seed=0)

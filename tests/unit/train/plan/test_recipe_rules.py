@@ -1,4 +1,4 @@
-"""The recipe's choices (tfm_cls.plan) on small synthetic folders: the task type read from the label
+"""The recipe's choices (tfm_cls.train.plan) on small synthetic folders: the task type read from the label
 column, the regime from the counts, the refusals of data that cannot be trained on, and a config
 that loads and says why."""
 
@@ -9,8 +9,8 @@ import pytest
 from kits.tiny_topics import CLASSES, make_texts, write_dataset
 
 from tfm_cls.errors import DataError
-from tfm_cls.plan import plan_run, profile_data
-from tfm_cls.plan import rules as rules_module
+from tfm_cls.train.plan import plan_run, profile_data
+from tfm_cls.train.plan import rules as rules_module
 
 
 def _overrides(plan) -> dict[str, str]:

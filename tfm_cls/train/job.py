@@ -28,8 +28,6 @@ from tokenizers import Tokenizer
 from torch import nn
 
 from tfm_cls import runs as R
-from tfm_cls.classify.contrastive import fit_contrastive
-from tfm_cls.classify.few_label_choice import cross_validate
 from tfm_cls.classify.finish import finish_run
 from tfm_cls.classify.heads import check_loss_weights, head_for
 from tfm_cls.classify.task import ClassificationTask, segment_kwargs
@@ -54,6 +52,8 @@ from tfm_cls.data.tokenizer import (
 from tfm_cls.errors import ConfigError
 from tfm_cls.io import read_json, write_json
 from tfm_cls.model.classifier import token_limit
+from tfm_cls.train.contrastive import fit_contrastive
+from tfm_cls.train.few_label_choice import cross_validate
 from tfm_cls.training import distributed as D
 from tfm_cls.training.checkpoint import save_weights
 from tfm_cls.training.clock import WallClock
@@ -181,7 +181,7 @@ def _finish_rows(cfg: ClassifierConfig, splits: dict[str, Any]) -> int:
 def _few_labels(cfg: ClassifierConfig, model: nn.Module, splits: dict[str, Any], data: ClassificationData,
                 run_dir: Path, env: D.DistEnv, amp: Any, resume: bool) -> dict[str, Any]:
     """The few-label regime: the classical model against the encoder by cross-validation on the labelled
-    texts (tfm_cls.classify.few_label_choice, one process); the bag of terms ships where it wins,
+    texts (tfm_cls.train.few_label_choice, one process); the bag of terms ships where it wins,
     else the contrastive fine-tuning and its fitted head."""
     choice = cross_validate(cfg, model, splits["train"], data.labels) if not env.distributed else None
     extra = {"candidates": {"rule": choice.rule, "chosen": choice.chosen, "front": choice.front}} if choice else None
@@ -238,7 +238,7 @@ def train(
         with D.main_first(env):
             splits = tokenize_splits(data.splits, tokenizer, long_text_of(cfg.tokenizer, cfg.inference),
                                      train_windows=cfg.train.window == "random")
-        if cfg.contrastive.iterations:  # few labelled texts: pairs, then a fitted head (tfm_cls.classify.contrastive)
+        if cfg.contrastive.iterations:  # few labelled texts: pairs, then a fitted head (tfm_cls.train.contrastive)
             return _few_labels(cfg, model, splits, data, run_dir, env, amp, resume)
         # the wide branch (tfm_cls.classify.wide_fit): its IDF table and warm start on a fresh run,
         # and the warm start's training offsets, which the task adds to the logits in its loss

@@ -33,13 +33,13 @@ import torch
 from torch import nn
 
 from tfm_cls.classify.candidates import paired_se, size_mb, texts_per_second
-from tfm_cls.classify.contrastive import logistic_head, sentence_vectors
 from tfm_cls.classify.heads import head_for
 from tfm_cls.classify.wide_fit import _fit, bag_matrix, set_idf
 from tfm_cls.data.tokenized import TokenizedSplit
 from tfm_cls.data.tokenizer import PAD_ID
 from tfm_cls.model.bag import BagOfTermsClassifier
 from tfm_cls.model.wide import BUCKETS
+from tfm_cls.train.contrastive import logistic_head, sentence_vectors
 from tfm_cls.training.best import HIGHER_IS_BETTER
 
 logger = logging.getLogger(__name__)

@@ -9,7 +9,7 @@ from kits.tiny_topics import CLASSES, make_texts, write_dataset
 from tfm_cls.config import DataConfig
 from tfm_cls.data.sources import load_data
 from tfm_cls.errors import DataError
-from tfm_cls.plan import profile_data
+from tfm_cls.train.plan import profile_data
 
 ROWS = make_texts(30, 0)
 NAMED = [{"text": r["text"], "label": CLASSES[r["label"]]} for r in ROWS]

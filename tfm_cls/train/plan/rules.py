@@ -30,8 +30,8 @@ import dataclasses
 import math
 from typing import Any
 
-from tfm_cls.plan.pretrained_encoder import ENCODER, encoder_folder
-from tfm_cls.plan.profile import DataProfile
+from tfm_cls.pretrained_encoder import ENCODER, encoder_folder
+from tfm_cls.train.plan.profile import DataProfile
 
 FEW_SHOT_PER_LABEL = 64
 """At most this many examples for the median label (and FEW_SHOT_TEXTS in all): the contrastive

@@ -241,7 +241,7 @@ def _counts(task: str, targets: list[Any], names: list[str], file: str) -> list[
 def _token_lengths(texts: list[str], pairs: list[str] | None) -> tuple[dict[str, int], float | None]:
     """Length percentiles in the packaged MiniLM's tokens and its [UNK] share; ({}, None) when the
     checkpoint is not installed."""
-    from tfm_cls.plan.pretrained_encoder import pretrained_tokenizer
+    from tfm_cls.pretrained_encoder import pretrained_tokenizer
 
     tokenizer = pretrained_tokenizer()
     if tokenizer is None:

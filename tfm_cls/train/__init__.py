@@ -1,0 +1,28 @@
+"""The classification job (`tfm-cls train`): a config (or a data folder planned into one) -> a
+finished run directory. Its pieces of the classify/ library (the task, the heads, the finish) are
+distill's too; what only this job uses lives here.
+
+    job.py                 train(cfg, data=None): data -> tokenizer -> model -> the engine -> finish_run
+    contrastive.py         few labelled texts: SetFit's pairs (ContrastiveTask on the engine), then fit_head
+    few_label_choice.py    few labels: the bag of terms against the frozen encoder, cross-validated
+    plan/                  `tfm-cls train --data DIR` (the recipe): the data profiled, the config chosen,
+                           torch-free
+
+`from tfm_cls.train import train` loads job.py (and torch) on first use, so that the planner
+(`tfm_cls.train.plan`) imports without torch: the CLI plans, and `--explain` prints, before torch
+loads.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+__all__ = ["train"]
+
+
+def __getattr__(name: str) -> Any:
+    if name == "train":
+        from tfm_cls.train.job import train
+
+        return train
+    raise AttributeError(f"module 'tfm_cls.train' has no attribute {name!r}")
