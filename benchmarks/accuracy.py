@@ -59,7 +59,7 @@ TOTAL_MINUTES = 30.0
 PRETRAIN_SHARE = 2 / 3
 """Fine-tuning a pretrained encoder early-stops within a few minutes; pretraining is what needs time."""
 FINETUNE_OVERLAY = "configs/finetune/from-mlm.yaml"
-"""How the "ours + MLM" column fine-tunes, on top of configs/cls/<name>.yaml (the recipe lives there)."""
+"""How the "ours + MLM" column fine-tunes, on top of configs/cls/<name>.yaml (the settings live there)."""
 LANGUAGE = {"sst2": "en", "trec": "en", "ag_news": "en", "mr_polarity": "en", "sms_spam": "en", "tnews": "zh"}
 
 logger = logging.getLogger("benchmarks.accuracy")
@@ -132,7 +132,7 @@ class Variant:
 
 VARIANTS: list[Variant] = [
     Variant("ours", "configs/cls/{name}.yaml"),
-    # + in-domain MLM, then fine-tuning with the recipe of configs/finetune/from-mlm.yaml
+    # + in-domain MLM, then fine-tuning with the overlay configs/finetune/from-mlm.yaml
     Variant("ours+mlm", "configs/cls/{name}.yaml", overlays=(FINETUNE_OVERLAY,), prepare=prepare_mlm),
     Variant("minilm", "configs/cls/{name}-minilm.yaml", default=False),  # needs the [minilm] extra
     # distilled from the minilm column's run (run minilm first, or give --teacher-root)

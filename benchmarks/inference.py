@@ -166,7 +166,7 @@ def profile_ops(path: Path, ids: np.ndarray, mask: np.ndarray, work_dir: Path, r
 
 
 def torch_end_to_end(model: nn.Module, tokenizer, texts: list[str], batch_size: int) -> np.ndarray:
-    """Tokenize, sort by length, batch, run: the same recipe as export/infer.py, in torch."""
+    """Tokenize, sort by length, batch, run: the same steps as export/infer.py, in torch."""
     tok = copy.deepcopy(tokenizer)
     tok.no_padding()
     encodings = tok.encode_batch(texts)

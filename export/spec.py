@@ -37,7 +37,7 @@ class ExportSpec:
     """What one ONNX graph takes, returns and how closely it must match PyTorch."""
 
     task: str
-    """Recorded in the file's metadata under TASK_KEY; selects the verification recipe."""
+    """Recorded in the file's metadata under TASK_KEY; selects how the file is verified."""
     file_name: str
     """Default file name inside a run directory."""
     inputs: tuple[TensorSpec, ...]

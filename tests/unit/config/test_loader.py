@@ -1,4 +1,4 @@
-"""Config files: several merged in order (an experiment plus an overlay such as a fine-tuning recipe);
+"""Config files: several merged in order (an experiment plus an overlay such as configs/finetune/from-mlm.yaml);
 YAML the safe loader refuses; the deprecated spellings of moved keys.
 The shipped configs and presets are tested in tests/unit/config/test_loader_presets.py."""
 

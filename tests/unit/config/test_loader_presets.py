@@ -74,10 +74,10 @@ def test_every_config_loads_and_round_trips(path, tmp_path):
 def test_every_overlay_validates_on_every_cls_config(overlay, base):
     plain = load_config(ClassifierConfig, base)
     tuned = load_config(ClassifierConfig, [base, overlay])
-    recipe = yaml.safe_load(overlay.read_text())
-    for section, values in recipe.items():
+    overlaid = yaml.safe_load(overlay.read_text())
+    for section, values in overlaid.items():
         assert {key: getattr(getattr(tuned, section), key) for key in values} == pytest.approx(values)
-    for section in {"data", "tokenizer", "model", "train"} - set(recipe):
+    for section in {"data", "tokenizer", "model", "train"} - set(overlaid):
         assert getattr(tuned, section) == getattr(plain, section)  # only what the overlay sets changes
 
 
@@ -103,9 +103,9 @@ def test_a_preset_by_name_is_its_file(cls, path, tmp_path, monkeypatch):
 
 
 def test_preset_spellings_from_another_folder(tmp_path, monkeypatch):
-    trec, recipe = CONFIGS / "cls" / "trec.yaml", CONFIGS / "finetune" / "from-mlm.yaml"
+    trec, overlay = CONFIGS / "cls" / "trec.yaml", CONFIGS / "finetune" / "from-mlm.yaml"
     expected = load_config(ClassifierConfig, trec)
-    tuned = load_config(ClassifierConfig, [trec, recipe], ["train.max_minutes=5"])
+    tuned = load_config(ClassifierConfig, [trec, overlay], ["train.max_minutes=5"])
     assert tuned != expected
     monkeypatch.chdir(tmp_path)
     for spelling in ("trec", "trec.yaml", "configs/cls/trec.yaml", "cls/trec"):
