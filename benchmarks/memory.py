@@ -55,7 +55,7 @@ def measure(args: argparse.Namespace) -> int:
     from tfm_cls.data.tokenizer import save_tokenizer, train_tokenizer
     from tfm_cls.io import write_json
     from tfm_cls.model import TransformerClassifier
-    from tfm_cls.training.checkpoint import save_weights
+    from tfm_cls.weights import save_weights
 
     data_dir = args.data_root / args.dataset
     texts = read_texts(data_dir / "test.jsonl")

@@ -43,7 +43,7 @@ from tfm_cls.errors import ConfigError, RunDirError, TfmClsError
 from tfm_cls.io import read_json
 from tfm_cls.runtime.metadata import CANDIDATES_DIR  # RUN/candidates/NAME (tfm_cls.classify.candidates)
 from tfm_cls.runtime.metadata import WEIGHTS_FILE as METADATA_WEIGHTS_FILE
-from tfm_cls.training.checkpoint import load_weights
+from tfm_cls.weights import load_weights
 
 CONFIG_FILE = "config.yaml"
 MODEL_CONFIG_FILE = "model_config.json"

@@ -50,8 +50,8 @@ from tfm_cls.model.bag import ARCHITECTURE as BAG_ARCHITECTURE
 from tfm_cls.model.bag import BagOfTermsClassifier
 from tfm_cls.runs import CANDIDATES_DIR
 from tfm_cls.training.best import HIGHER_IS_BETTER, is_better
-from tfm_cls.training.checkpoint import save_weights
 from tfm_cls.training.clock import FIXED_SECONDS, WallClock
+from tfm_cls.weights import save_weights
 
 logger = logging.getLogger(__name__)
 

@@ -1,7 +1,8 @@
 """A trained run evaluated on labelled data: the work of `tfm-cls eval`. The split is the run's own
 data (a split of it) or a labelled file / folder, tokenized with the run's tokenizer and long-text
-policy, scored by the run's head; the metrics go to a JSON file or stdout, into the run's record of
-evaluations and its model card (and its report page when asked)."""
+policy, scored by the run's head; the metrics go to a JSON file or stdout and into the run's record
+of evaluations. The command then writes the report page when asked (report/ builds on classify/,
+not the other way round) and refreshes the model card, which shows both."""
 
 from __future__ import annotations
 
@@ -38,16 +39,16 @@ def _labelled_split(run: LoadedRun, data: str | None, split: str, overrides: Seq
 def evaluate_run(
     run_dir: str | Path, data: str | None = None, split: str = "test", overrides: Sequence[str] = (), *,
     batch_size: int = 128, device: str = "cpu", threads: int = 0, max_length: int | None = None,
-    long_text: dict[str, Any] | None = None, output: str | None = None, report: bool = False,
+    long_text: dict[str, Any] | None = None, output: str | None = None,
 ) -> dict[str, Any]:
     """Evaluate the run in `run_dir` on `split` of `data` (default: its own data) and return
     {"run", "data", **metrics}. `max_length` truncates below the run's length, `long_text` overrides
     its long-text policy (LongText fields), `threads` sets torch's intra-op threads (0: torch's
-    default). The metrics JSON is written to `output` (default: stdout), recorded among the run's
-    evaluations and shown on its card; `report` also (re)writes RUN/report.html."""
+    default). The metrics JSON is written to `output` (default: stdout) and recorded among the run's
+    evaluations, for its card (classify.card.write_card, which the caller runs)."""
     import torch
 
-    from tfm_cls.classify.card import record_evaluation, write_card
+    from tfm_cls.classify.card import record_evaluation
     from tfm_cls.classify.predict import evaluate, run_head, run_policy
     from tfm_cls.data.tokenized import tokenize_dataset
     from tfm_cls.io import write_text
@@ -78,9 +79,4 @@ def evaluate_run(
     else:
         sys.stdout.write(text)  # the command's output, not a log line
     record_evaluation(run_dir, str(source), {**metrics, "num_examples": len(examples)})
-    if report:
-        from tfm_cls.report import write_report
-
-        write_report(run_dir, data, split)
-    write_card(run_dir)  # the card's table shows this evaluation beside the run's own
     return result

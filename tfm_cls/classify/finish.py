@@ -36,10 +36,10 @@ from tfm_cls.classify.task import ClassificationTask
 from tfm_cls.data.sources import ClassificationData
 from tfm_cls.io import write_json
 from tfm_cls.training import distributed as D
-from tfm_cls.training.checkpoint import load_weights
 from tfm_cls.training.clock import WRITE_SECONDS, WallClock
 from tfm_cls.training.engine import TrainState
 from tfm_cls.training.tensorboard import TensorBoardSink
+from tfm_cls.weights import load_weights
 
 logger = logging.getLogger(__name__)
 

@@ -25,8 +25,8 @@ from tfm_cls.config import ClassifierConfig
 from tfm_cls.data.tokenized import LengthBucketSampler, TokenizedSplit, batch_loader, window_rows
 from tfm_cls.data.tokenizer import PAD_ID
 from tfm_cls.training import distributed as D
-from tfm_cls.training.checkpoint import save_weights
 from tfm_cls.training.precision import Precision
+from tfm_cls.weights import save_weights
 
 
 def segment_kwargs(cfg: ClassifierConfig) -> dict[str, int]:

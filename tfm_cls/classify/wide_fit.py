@@ -50,8 +50,8 @@ from tfm_cls.data.tokenized import TokenizedSplit, collate
 from tfm_cls.errors import CheckpointError, RunDirError
 from tfm_cls.model.wide import WideBranch
 from tfm_cls.training import distributed as D
-from tfm_cls.training.checkpoint import save_tensors
 from tfm_cls.training.clock import WallClock
+from tfm_cls.weights import save_tensors
 
 logger = logging.getLogger(__name__)
 

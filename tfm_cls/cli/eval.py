@@ -30,10 +30,16 @@ def add_parser(subparsers) -> None:
 
 def run(args: argparse.Namespace) -> int:
     check_sizes(args)
+    from tfm_cls.classify.card import write_card
     from tfm_cls.classify.evaluate import evaluate_run
 
     quiet_datasets()
     evaluate_run(args.run, args.data, args.split, args.overrides, batch_size=args.batch_size, device=args.device,
                  threads=args.threads, max_length=args.max_length, long_text=long_text_overrides(args),
-                 output=args.output, report=args.report)
+                 output=args.output)
+    if args.report:
+        from tfm_cls.report import write_report
+
+        write_report(args.run, args.data, args.split)
+    write_card(args.run)  # the card's table shows this evaluation beside the run's own (and links the page)
     return 0

@@ -58,10 +58,10 @@ from tfm_cls.pretrain.masking import (
 )
 from tfm_cls.pretrain.model import MaskedLanguageModel, mlm_loss
 from tfm_cls.training import distributed as D
-from tfm_cls.training.checkpoint import save_tensors
 from tfm_cls.training.engine import Engine, job, start_process
 from tfm_cls.training.precision import Precision
 from tfm_cls.training.tensorboard import TensorBoardSink
+from tfm_cls.weights import save_tensors
 
 logger = logging.getLogger(__name__)
 

@@ -32,9 +32,9 @@ from torch import Tensor, nn
 from tfm_cls import runs as R
 from tfm_cls.data.tokenized import TokenizedSplit, collate
 from tfm_cls.training import distributed as D
-from tfm_cls.training.checkpoint import save_weights
 from tfm_cls.training.engine import Engine, TrainState
 from tfm_cls.training.precision import Precision
+from tfm_cls.weights import save_weights
 
 logger = logging.getLogger(__name__)
 

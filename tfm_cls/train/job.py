@@ -55,10 +55,10 @@ from tfm_cls.model.classifier import token_limit
 from tfm_cls.train.contrastive import fit_contrastive
 from tfm_cls.train.few_label_choice import cross_validate
 from tfm_cls.training import distributed as D
-from tfm_cls.training.checkpoint import save_weights
 from tfm_cls.training.clock import WallClock
 from tfm_cls.training.engine import Engine, ScalarSink, TrainState, job, start_process
 from tfm_cls.training.tensorboard import TensorBoardSink
+from tfm_cls.weights import save_weights
 
 logger = logging.getLogger(__name__)
 

@@ -1,4 +1,5 @@
-"""The best weights (safetensors) and the resumable last checkpoint.
+"""The resumable last checkpoint of a training loop (the best weights are safetensors files:
+tfm_cls.weights).
 
 `save_training_checkpoint` / `resume_training_checkpoint` are the one checkpoint format of the
 training engine (engine.py, for every task): model, optimizer, loss scaler, every rank's RNG
@@ -6,7 +7,7 @@ states and the loop's own state.
 
 Every file is written through tfm_cls.io.atomic_path (a temporary name in the same folder,
 flushed to disk, renamed over the target), so a process killed at any moment leaves either the
-old file or the new one, never a torn one. Loading never unpickles code: weights go through safetensors, the last checkpoint
+old file or the new one, never a torn one. Loading never unpickles code: the checkpoint is read
 through `torch.load(weights_only=True)`.
 """
 
@@ -18,42 +19,11 @@ from typing import Any
 
 import numpy as np
 import torch
-from safetensors import SafetensorError
-from safetensors.torch import load_file, save_file
 
 from tfm_cls.errors import CheckpointError, ConfigError
 from tfm_cls.io import atomic_path
 from tfm_cls.training import distributed as D
 from tfm_cls.training.precision import Precision
-
-
-def save_tensors(state: dict[str, torch.Tensor], path: str | Path) -> None:
-    """Write named tensors as safetensors (contiguous CPU copies), atomically."""
-    tensors = {name: t.detach().to("cpu").contiguous() for name, t in state.items()}
-    with atomic_path(path) as tmp:
-        save_file(tensors, str(tmp), metadata={"format": "pt"})
-
-
-def save_weights(model: torch.nn.Module, path: str | Path) -> None:
-    """Write the model's state dict as safetensors, atomically."""
-    save_tensors(model.state_dict(), path)
-
-
-def load_weights(model: torch.nn.Module, path: str | Path) -> None:
-    """Load safetensors weights into `model`; any mismatch is a CheckpointError naming the file."""
-    path = Path(path)
-    if not path.is_file():
-        raise CheckpointError(f"weights file {path} does not exist")
-    try:
-        state = load_file(str(path))
-    except (SafetensorError, OSError, ValueError) as err:
-        raise CheckpointError(f"{path}: corrupt or truncated safetensors file ({err})") from err
-    result = model.load_state_dict(state, strict=False)
-    if result.missing_keys or result.unexpected_keys:
-        raise CheckpointError(
-            f"{path}: weights do not fit the model: missing {result.missing_keys[:5]}, "
-            f"unexpected {result.unexpected_keys[:5]}"
-        )
 
 
 def rng_state() -> dict[str, Any]:

@@ -17,7 +17,7 @@ from tfm_cls.cli import main
 from tfm_cls.config import ClassifierConfig, TokenizerConfig, save_config
 from tfm_cls.data.tokenizer import save_tokenizer
 from tfm_cls.io import write_json
-from tfm_cls.training.checkpoint import save_weights
+from tfm_cls.weights import save_weights
 
 
 @pytest.fixture(scope="module")

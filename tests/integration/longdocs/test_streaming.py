@@ -17,7 +17,7 @@ from kits.longdocs_kit import LABELS, MAX_LENGTH, make_run, texts
 from tfm_cls.config import save_config
 from tfm_cls.data.tokenizer import save_tokenizer
 from tfm_cls.io import write_json
-from tfm_cls.training.checkpoint import save_weights
+from tfm_cls.weights import save_weights
 
 REPO = Path(__file__).resolve().parents[3]
 # Runs one command line in this process and prints its peak resident memory (KiB) last.

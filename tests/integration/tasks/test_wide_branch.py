@@ -34,8 +34,8 @@ from tfm_cls.model import TransformerClassifier
 from tfm_cls.runtime.heads import sigmoid
 from tfm_cls.runtime.session import Classifier
 from tfm_cls.train import train
-from tfm_cls.training.checkpoint import load_weights, save_tensors
 from tfm_cls.training.optim import param_groups
+from tfm_cls.weights import load_weights, save_tensors
 
 
 def _model(wide=True):

@@ -14,8 +14,8 @@ from tfm_cls.config import ClassifierConfig, TokenizerConfig, save_config
 from tfm_cls.data.tokenizer import save_tokenizer, train_tokenizer
 from tfm_cls.errors import InferenceError
 from tfm_cls.io import write_json
-from tfm_cls.training.checkpoint import save_weights
 from tfm_cls.web_export import BUNDLE_FILES, ENV_DIST, bundle_dir, web_model
+from tfm_cls.weights import save_weights
 
 
 @pytest.fixture(scope="module")
