@@ -171,8 +171,8 @@ class TextClassifier(ClassifierMixin, BaseEstimator):
         from tfm_cls.config import ClassifierConfig, load_config
 
         overrides = [f"{key.replace('__', '.')}={json.dumps(_plain(value))}" for key, value in self._overrides().items()]
-        recipe = getattr(self, "_recipe", []) if self.config is None else []
-        return load_config(ClassifierConfig, self.config, [*recipe, *overrides, *extra])
+        recipe = getattr(self, "_recipe", {}) if self.config is None else {}
+        return load_config(ClassifierConfig, self.config, [*overrides, *extra], values=recipe)
 
     def _plan(self, rows: list[dict[str, Any]], validation_rows: list[dict[str, Any]] | None) -> None:
         """config=None: the recipe's choices for these rows (tfm_cls.train.plan, on a temporary copy of
@@ -187,8 +187,8 @@ class TextClassifier(ClassifierMixin, BaseEstimator):
             plan = plan_run(profile_data(folder))
         for line in plan.describe():
             logger.info("%s", line)
-        data_keys = ("name=", "data.path=", "data.text_columns=", "data.label_column=", "data.test_fraction=")
-        self._recipe = [o for o in plan.overrides if not o.startswith(data_keys)]
+        data_keys = {"name", "data.path", "data.text_columns", "data.label_column", "data.test_fraction"}
+        self._recipe = {key: value for key, value in plan.settings.items() if key not in data_keys}
 
     # ---- training ------------------------------------------------------------------------------------
 

@@ -217,6 +217,37 @@ def _parse_scalar(text: str) -> Any:
     return value
 
 
+def _place(data: dict[str, Any], dotted: str, cls: type, what: str) -> tuple[dict[str, Any], str]:
+    """The mapping inside `data` where dotted key `dotted` of `cls` lands, and its last key (sections
+    created on the way); an unknown key or a key that is not a section is a ConfigError naming `what`."""
+    keys = dotted.split(".")
+    node, node_cls = data, cls
+    for depth, key in enumerate(keys[:-1]):
+        fields = {f.name for f in dataclasses.fields(node_cls)}
+        if key not in fields:
+            prefix = ".".join(keys[:depth]) or "<top level>"
+            raise ConfigError(f"{what}: unknown key {key!r} under {prefix}; valid keys: {sorted(fields)}")
+        field_type = typing.get_type_hints(node_cls)[key]
+        if not dataclasses.is_dataclass(field_type):
+            raise ConfigError(f"{what}: {key!r} is not a section")
+        node = node.setdefault(key, {})
+        node_cls = field_type
+    fields = {f.name for f in dataclasses.fields(node_cls)}
+    if keys[-1] not in fields:
+        prefix = ".".join(keys[:-1]) or "<top level>"
+        raise ConfigError(f"{what}: unknown key {keys[-1]!r} under {prefix}; valid keys: {sorted(fields)}")
+    return node, keys[-1]
+
+
+def set_values(data: dict[str, Any], values: Mapping[str, Any], cls: type) -> dict[str, Any]:
+    """Set typed values by dotted key (`{"train.lr": 5e-5}`) in a raw config mapping, checking each
+    key path exists; nothing is parsed (from_dict type-checks them where they land)."""
+    for dotted, value in values.items():
+        node, key = _place(data, dotted, cls, f"{dotted}={value!r}")
+        node[key] = copy.deepcopy(value)
+    return data
+
+
 def apply_overrides(data: dict[str, Any], overrides: list[str], cls: type) -> dict[str, Any]:
     """Apply `a.b.c=value` overrides to a raw config mapping, checking each key path exists.
     A deprecated key of `cls.renamed_keys` sets its new key (one warning for the command line)."""
@@ -237,26 +268,11 @@ def apply_overrides(data: dict[str, Any], overrides: list[str], cls: type) -> di
             by_old.add(dotted)
         else:
             by_new.add(dotted)
-        keys = dotted.split(".")
-        node, node_cls = data, cls
-        for depth, key in enumerate(keys):
-            fields = {f.name: f for f in dataclasses.fields(node_cls)}
-            if key not in fields:
-                prefix = ".".join(keys[:depth]) or "<top level>"
-                raise ConfigError(
-                    f"override {item!r}: unknown key {key!r} under {prefix}; valid keys: {sorted(fields)}"
-                )
-            field_type = typing.get_type_hints(node_cls)[key]
-            if depth == len(keys) - 1:
-                try:
-                    node[key] = _parse_scalar(raw)
-                except yaml.YAMLError as err:
-                    raise ConfigError(f"override {item!r}: {_yaml_problem(err, located=False)}") from None
-            else:
-                if not dataclasses.is_dataclass(field_type):
-                    raise ConfigError(f"override {item!r}: {key!r} is not a section")
-                node = node.setdefault(key, {})
-                node_cls = field_type
+        node, key = _place(data, dotted, cls, f"override {item!r}")
+        try:
+            node[key] = _parse_scalar(raw)
+        except yaml.YAMLError as err:
+            raise ConfigError(f"override {item!r}: {_yaml_problem(err, located=False)}") from None
     both = sorted(by_old & by_new)
     if both:
         old = next(o for o, n in moved if n == both[0])
@@ -333,20 +349,24 @@ def config_paths(path: str | Path | Sequence[str | Path] | None) -> list[Path]:
 
 
 def load_config(
-    cls: type[T], path: str | Path | Sequence[str | Path] | None = None, overrides: list[str] | None = None
+    cls: type[T], path: str | Path | Sequence[str | Path] | None = None, overrides: list[str] | None = None,
+    *, values: Mapping[str, Any] | None = None,
 ) -> T:
     """Load `cls` from YAML file(s) plus dotted overrides; strict and type-checked.
 
     Each file is a path or a preset name (`resolve_config_file`). Several files
     (`configs/cls/trec.yaml,configs/finetune/from-mlm.yaml`, or `trec,finetune/from-mlm`) are merged in order,
     each later one overriding the keys it sets: an experiment plus a shared overlay (configs/finetune/),
-    with one copy of each. The overrides come last.
+    with one copy of each. `values` (typed values by dotted key, e.g. a plan's: `{"train.lr": 5e-5}`)
+    come next, never parsed; the overrides (the command line's strings, parsed once) come last.
     """
     data: dict[str, Any] = {}
     folder = getattr(cls, "preset_folder", None)
     paths = [resolve_config_file(p, folder) for p in config_paths(path)]
     for p in paths:  # each file's deprecated keys are moved (and named) before the merge
         data = merge_config(data, migrate_keys(cls, _read_config_file(p), str(p)))
+    if values:
+        data = set_values(data, values, cls)
     where = " + ".join(map(str, paths)) or "config"
     if not overrides:
         return from_dict(cls, data, where)

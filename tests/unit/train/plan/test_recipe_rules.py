@@ -8,7 +8,7 @@ import random
 import pytest
 from kits.tiny_topics import CLASSES, make_texts, write_dataset
 
-from tfm_cls.errors import DataError
+from tfm_cls.errors import ConfigError, DataError
 from tfm_cls.train.plan import plan_run, profile_data
 from tfm_cls.train.plan import rules as rules_module
 
@@ -115,3 +115,52 @@ def test_a_labels_json_naming_a_label_twice_is_refused_naming_the_name(tmp_path)
     folder = write_dataset(tmp_path / "dup", {"train": make_texts(60, 0)}, labels=["animals", "food", "animals"])
     with pytest.raises(DataError, match=r"labels.json: the class name\(s\) animals appear more than once"):
         profile_data(folder)
+
+
+def _planned_folders(root):
+    rng = random.Random(0)
+    return {
+        "few_shot": write_dataset(root / "few", {"train": _named(make_texts(24, 0)), "test": _named(make_texts(30, 1))}),
+        "standard": write_dataset(root / "many", {"train": make_texts(3000, 0), "validation": make_texts(300, 1)}),
+        "multi_label": write_dataset(root / "multi", {"train": [
+            {"text": r["text"], "labels": sorted({CLASSES[r["label"]], rng.choice(CLASSES)})} for r in make_texts(600, 0)]}),
+        "regression": write_dataset(root / "pairs", {"train": [
+            {"sentence1": r["text"], "sentence2": r["text"][::-1], "score": round(rng.uniform(1, 5), 2)}
+            for r in make_texts(200, 0)]}),
+        "long_documents": write_dataset(root / "long", {"train": [
+            {"text": " ".join([r["text"]] * 40), "label": r["label"]} for r in make_texts(400, 0)]}),
+    }
+
+
+def test_the_plan_hands_over_typed_values_that_build_the_config_the_dotted_strings_did(tmp_path, monkeypatch):
+    """Plan.config builds the ClassifierConfig from the typed settings (no string round trip); it is
+    the config the same choices give written as dotted overrides and parsed again (the old path),
+    with and without the user's KEY=VALUE overrides, which come last."""
+    from tfm_cls.config import ClassifierConfig, load_config
+
+    plans = [plan_run(profile_data(folder), minutes=minutes, threads=threads)
+             for folder in _planned_folders(tmp_path).values() for minutes, threads in ((15, None), (5, 2))]
+    monkeypatch.setattr(rules_module, "encoder_folder", lambda: None)
+    plans.append(plan_run(profile_data(tmp_path / "many")))
+    assert {plan.regime for plan in plans} == {"few_shot", "standard", "regression", "from_scratch"}
+    extra = ["train.lr=3e-4", "seed=7"]
+    for plan in plans:
+        assert plan.config() == load_config(ClassifierConfig, None, plan.overrides)
+        assert plan.config(extra) == load_config(ClassifierConfig, None, [*plan.overrides, *extra])
+        assert plan.config(extra).train.lr == 3e-4
+        assert isinstance(plan.settings["train.max_minutes"], float)
+        # --explain names each value as the overrides write it, one line per decision
+        assert all(any(o + ", " in line or o + ": " in line for line in plan.reasons) for o in plan.overrides)
+
+
+def test_a_folder_name_yaml_would_misread_stays_the_run_name(tmp_path):
+    """Typed values are never parsed: a folder named `2024` names the run "2024" (parsed as YAML,
+    it was the number 2024, which a run name refuses)."""
+    cfg = plan_run(profile_data(write_dataset(tmp_path / "2024", {"train": make_texts(300, 0)}))).config()
+    assert cfg.name == "2024" and cfg.data.path == str(tmp_path / "2024")
+
+
+def test_a_bad_user_override_names_only_itself(tmp_path):
+    plan = plan_run(profile_data(write_dataset(tmp_path / "d", {"train": make_texts(300, 0)})))
+    with pytest.raises(ConfigError, match=r"^command line train\.lr=fast: "):
+        plan.config(["train.lr=fast"])
