@@ -4,6 +4,7 @@ empty, round(x, 6) and round(x) (halves to even), and topK's best labels."""
 from __future__ import annotations
 
 import json
+import math
 import random
 import subprocess
 from pathlib import Path
@@ -18,6 +19,9 @@ def test_empty_rounding_and_top_k_are_pythons(web_dist, web_models, tmp_path):
     chars = [*range(0x3100), *range(0xFEF0, 0x10000), 0x1F600, 0xE0001]
     floats = [rng.random() for _ in range(2000)] + [k / 128 for k in range(129)] + [k / 2**20 for k in range(200)]
     floats += [-x for x in floats[:50]] + [12.3456785, 0.9999995, 5e-7, 1e-9]
+    # next to the ties and the halves of the sixth decimal: where round6 leaves its fast path
+    floats += [math.nextafter(k / 128, d) for k in range(129) for d in (0, 2)]
+    floats += [(rng.randrange(10**7) + 0.5) / 1e6 for _ in range(500)] + [123456.5e-6 * 10**k for k in range(8)]
     halves = [k / 2 for k in range(-20, 40)] + [2.5000000001, 10 * 0.25, 22 * 0.25]
     texts = ["the film was a quiet delight", "", "plot drags in the middle"]
     src, dst = tmp_path / "in.json", tmp_path / "out.json"
