@@ -4,9 +4,9 @@ For each data folder: `tfm-cls train --data DIR --minutes M run_dir=RUN train.nu
 subprocess (its wall clock, start to exit, against the budget), then every candidate the run made
 (metrics.json `candidates`) exported to .onnx and timed with the torch-free runtime on one thread
 over the test texts (paired rounds, medians), beside the classical models fitted by this benchmark
-on the same folder (benchmarks.recipe.tfidf_row: the library's TF-IDF baselines, C picked on the
+on the same folder (the library's TF-IDF baselines, C picked on the
 folder's validation file, on a held-out share of a large train split, or by cross-validation on a
-small one, as the few-label samples are) and the run's own scikit-learn baseline.
+small one, as the few-label samples are: benchmarks.harness.baselines.tfidf_row) and the run's own scikit-learn baseline.
 
     python -m benchmarks.selection --data ../shared/data/mr_polarity ../shared/data/trec --minutes 5
     python -m benchmarks.selection --runs /tmp/runs/mr5 --data ../shared/data/mr_polarity   # a finished run
@@ -34,8 +34,10 @@ import time
 from pathlib import Path
 from typing import Any
 
+from benchmarks.harness.baselines import TASK_METRIC, tfidf_row
 from benchmarks.harness.data import read_texts
 from benchmarks.harness.results import OUT, environment, write_results
+from benchmarks.harness.samples import read_splits
 from benchmarks.harness.timing import paired_rounds
 
 logger = logging.getLogger("benchmarks.selection")
@@ -141,9 +143,6 @@ def measure(data: Path, run: Path, args: argparse.Namespace) -> dict[str, Any]:
 def classical_peers(data: Path, metric: str) -> dict[str, Any]:
     """The folder's TF-IDF baselines fitted here, independent of the run (benchmarks.recipe.tfidf_row),
     each with its test `metric` (the run's `train.best_metric`, where the baseline reports it)."""
-    from benchmarks.harness.samples import read_splits
-    from benchmarks.recipe import TASK_METRIC, tfidf_row
-
     splits, columns, _ = read_splits(data)
     found = tfidf_row(splits, columns, TASK_METRIC[columns.task])
     for name, entry in found["baselines"].items():

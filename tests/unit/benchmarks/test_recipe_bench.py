@@ -13,6 +13,7 @@ import numpy as np
 import pytest
 
 from benchmarks import recipe as bench_recipe
+from benchmarks.harness import baselines
 from benchmarks.harness.samples import columns_of, few_label_rows, read_splits, write_sample
 
 WORDS = {0: "goal match team score", 1: "stock market price trade", 2: "code software chip cloud"}
@@ -103,15 +104,15 @@ def test_read_splits_reads_pairs_and_multi_label_folders(tmp_path):
 def test_tfidf_without_validation_is_cross_validated_on_a_small_sample_and_picked_on_validation_otherwise(toy, tmp_path):
     sample = write_sample(toy, tmp_path / "s", shots=8, seed=0)
     splits, columns, _ = read_splits(sample)
-    row = bench_recipe.tfidf_row(splits, columns, "accuracy")
+    row = baselines.tfidf_row(splits, columns, "accuracy")
     assert set(row["baselines"]) == {"tfidf-word-lr", "tfidf-char-svm"}
     for name, b in row["baselines"].items():
         assert b["selected_by"] == "5-fold cross-validation on train"
-        assert b["C"] in bench_recipe.BASELINES[name].grid
+        assert b["C"] in baselines.SYSTEMS[name].grid
         assert b["accuracy"] == 1.0  # the topics are separable by their words
     assert row["metric"] == 1.0 and row["best"] in row["baselines"]
     with_validation = dict(splits, validation=splits["test"])
-    picked = bench_recipe.tfidf_baseline("tfidf-word-lr", with_validation)
+    picked = baselines.tfidf_baseline("tfidf-word-lr", with_validation)
     assert picked["selected_by"] == "validation" and picked["validation_metric"] == 1.0
 
 
@@ -121,7 +122,7 @@ def test_multi_label_tfidf_cross_validates_its_thresholds_too(tmp_path):
     _write(folder, "train", rows)
     _write(folder, "test", rows[:18])
     splits, columns, _ = read_splits(folder)
-    row = bench_recipe.tfidf_row(splits, columns, "micro_f1")
+    row = baselines.tfidf_row(splits, columns, "micro_f1")
     assert set(row["baselines"]) == {"tfidf-ovr-lr", "tfidf-ovr-svm"}  # + one-vs-rest SVM: the table's metric
     assert all(b["selected_by"].startswith("5-fold") for b in row["baselines"].values())
     assert row["metric"] > 0.9
