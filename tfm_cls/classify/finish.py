@@ -179,7 +179,7 @@ def finish_run(
     tc, device = cfg.train, env.device
     cached = {"validation": (choice.chosen.validation, choice.chosen.logits)} if choice else None
     results, logits, calibration = score_splits(task, data.labels, cached)
-    shrunk: list[str] = []  # what the wall-clock budget cut short, said in metrics.json and the log
+    shrunk: list[str] = list(clock.shrunk) if clock is not None else []  # what the budget cut short (metrics.json)
     if choice is not None:
         shrunk += score_test(choice, task, results.get("test"), clock)
     baseline = None

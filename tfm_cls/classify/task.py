@@ -10,6 +10,7 @@ segment_kwargs is what both say about a from-scratch classifier's segment embedd
 
 from __future__ import annotations
 
+import time
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -22,8 +23,9 @@ from tfm_cls.classify.heads import head_for
 from tfm_cls.classify.predict import evaluate
 from tfm_cls.classify.wide_fit import train_branch
 from tfm_cls.config import ClassifierConfig
-from tfm_cls.data.tokenized import LengthBucketSampler, TokenizedSplit, batch_loader, window_rows
+from tfm_cls.data.tokenized import LengthBucketSampler, TokenizedSplit, batch_loader, collate, window_rows
 from tfm_cls.data.tokenizer import PAD_ID
+from tfm_cls.model.bag import BagOfTermsClassifier
 from tfm_cls.training import distributed as D
 from tfm_cls.training.precision import Precision
 from tfm_cls.weights import save_weights
@@ -36,6 +38,33 @@ def segment_kwargs(cfg: ClassifierConfig) -> dict[str, int]:
     if segments is None:
         segments = cfg.data.text_pair_column is not None
     return {"type_vocab_size": 2} if segments else {}
+
+
+PROBE_ROWS = 64
+"""Validation rows a probe of the model's cost runs (`probe_cost`): spread over the split."""
+
+
+@torch.no_grad()
+def probe_cost(model: nn.Module, split: TokenizedSplit, pad_id: int, batch_size: int,
+               device: torch.device) -> tuple[float, int]:
+    """(seconds, examples): what a pass of `model` over the split costs, timed on PROBE_ROWS of its rows
+    spread over it, batched by length as evaluation batches them (tfm_cls.training.clock's `measured`)."""
+    n = split.num_rows
+    if n == 0:
+        return 0.0, 0
+    rows = sorted(set(np.linspace(0, n - 1, min(PROBE_ROWS, n)).astype(int).tolist()),
+                  key=lambda i: len(split.input_ids[i]))
+    was_training = model.training
+    model.eval()
+    started = time.perf_counter()
+    for i in range(0, len(rows), batch_size):
+        batch = collate(split, rows[i:i + batch_size], pad_id)
+        inputs = [batch["input_ids"].to(device), batch["attention_mask"].to(device)]
+        model(*inputs, *([batch["token_type_ids"].to(device)] if "token_type_ids" in batch else []))
+    seconds = time.perf_counter() - started
+    model.train(was_training)
+    examples = len(split)  # a windowed split: rows per example
+    return seconds * n / len(rows), examples
 
 
 class ClassificationTask:
@@ -57,6 +86,7 @@ class ClassificationTask:
         self.pad_id = model.config.get("pad_token_id") or PAD_ID
         self.sampler = self._sampler(splits["train"].lengths) if splits["train"].windows is None else None
         self.offsets = offsets
+        self.eval_cost: tuple[float, int] | None = None  # set by evaluate where it scored the bag in the model's place
         self.has_validation = "validation" in splits  # without it (data.validation_fraction: 0) the last weights are kept
         # train.eval_at_start: auto evaluates a model that starts trained (pretrained, or a fitted branch)
         self.starts_trained = cfg.model.init_from is not None or (cfg.wide.enabled and cfg.wide.warm_start)
@@ -101,12 +131,25 @@ class ClassificationTask:
         return len(self.splits["validation"]) if "validation" in self.splits else 0
 
     def evaluate(self) -> dict[str, float]:
+        # a warm-started model whose head has learnt nothing yet (step 0) is its bag of terms: the same
+        # logits for a fraction of the encoder's pass; what a pass of the model itself costs is probed
+        bag = self._as_bag()
+        self.eval_cost = None if bag is None else probe_cost(self.model, self.splits["validation"], self.pad_id,
+                                                              self.cfg.train.eval_batch_size, self.env.device)
         metrics, logits = evaluate(
-            self.model, self.splits["validation"], self.labels, self.cfg.train.eval_batch_size, self.env.device,
-            self.pad_id, env=self.env, amp=self.amp, head=self.task_head, tune=True,
+            self.model if bag is None else bag, self.splits["validation"], self.labels, self.cfg.train.eval_batch_size,
+            self.env.device, self.pad_id, env=self.env, amp=self.amp, head=self.task_head, tune=True,
         )
         self.last_validation = (metrics, logits)  # kept by save_best: the finish need not score them again
         return {k: metrics[k] for k in self.task_head.metric_names}
+
+    def _as_bag(self) -> nn.Module | None:
+        """The model as its bag-of-terms model where the two give the same logits (a warm-started branch
+        and the encoder's head still all zeros: logits = 0 . pooled + bias + branch), else None."""
+        head, branch = getattr(self.model, "head", None), getattr(self.model, "wide", None)
+        if branch is None or not isinstance(head, nn.Linear) or not self.cfg.wide.warm_start or head.weight.any():
+            return None
+        return BagOfTermsClassifier.from_wide_and_deep(self.model, self.model.config["max_len"], head.bias.detach())
 
     def describe(self, metrics: dict[str, float]) -> str:
         return self.task_head.describe(metrics)

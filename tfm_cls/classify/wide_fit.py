@@ -187,18 +187,20 @@ def _fit_svm(bags: Tensor, targets: Tensor, c: float) -> tuple[Tensor, Tensor]:
 
 
 def _fit(bags: Tensor, targets: Tensor, loss: LossFn, bias: Tensor, c: float,
-         start: Tensor | None = None) -> tuple[Tensor, Tensor]:
+         start: Tensor | None = None, deadline: float | None = None) -> tuple[Tensor, Tensor]:
     """(weights [rows, C], bias [C]) minimising loss(bags @ W + b, targets) + ||W||^2 / (2 c n), n
     the number of target values: the loss is their mean, so `c` is scikit-learn's C of the summed
     loss. L-BFGS from `start` weights (default zeros) and `bias`; the previous C of the grid is a
     nearby start that takes a fraction of the iterations. The gradient of the weights is formed by
     hand, bags^T @ dloss/dlogits with bags^T kept as CSR: autograd's backward of a sparse product
-    costs ~15x more here."""
+    costs ~15x more here. With a `deadline` (a time.monotonic() value) L-BFGS runs DEADLINE_CHUNK
+    iterations at a time (its history carries over) and stops after the chunk that passes it."""
     penalty = 1.0 / (c * targets.numel())
     bags_t = _csr(bags.to_sparse_coo().t().coalesce())  # [rows, N]
     weights = torch.zeros(bags.shape[1], bias.numel()) if start is None else start.clone()  # [rows, C]
     bias = bias.detach().clone()  # [C]
-    optimizer = torch.optim.LBFGS([weights, bias], lr=1.0, max_iter=WARM_START_ITERATIONS, history_size=10,
+    chunk = WARM_START_ITERATIONS if deadline is None else DEADLINE_CHUNK
+    optimizer = torch.optim.LBFGS([weights, bias], lr=1.0, max_iter=chunk, history_size=10,
                                   tolerance_grad=1e-6, tolerance_change=1e-9, line_search_fn="strong_wolfe")
 
     def closure() -> Tensor:
@@ -209,7 +211,17 @@ def _fit(bags: Tensor, targets: Tensor, loss: LossFn, bias: Tensor, c: float,
         bias.grad = logits.grad.sum(dim=0)  # [C]
         return value.detach() + 0.5 * penalty * weights.pow(2).sum()
 
-    optimizer.step(closure)
+    done = 0
+    while done < WARM_START_ITERATIONS:
+        optimizer.step(closure)
+        iterations = optimizer.state[weights].get("n_iter", 0)  # over every step() so far
+        if iterations - done < chunk:  # converged within the chunk
+            break
+        done = iterations
+        if deadline is not None and time.monotonic() >= deadline and done < WARM_START_ITERATIONS:
+            logger.warning("wall-clock budget: the warm start's fit at C %g stopped after %d of at most %d "
+                           "L-BFGS iterations", c, done, WARM_START_ITERATIONS)
+            break
     return weights, bias
 
 
@@ -222,10 +234,13 @@ def warm_start(model: nn.Module, head: Any, train: TokenizedSplit, validation: T
     engine's evaluation does; hinge margins Platt-scaled on validation for the judging). Returns
     the training rows' offsets [rows, C] (out-of-fold minus in-sample logits) and what it chose
     (`C`, the validation score, `seconds`, and `bias` [C]: the bias fitted with the branch, the
-    bag-of-terms model's own, which the encoder's training then moves). Under a wall-clock budget (`clock`) the grid stops where
-    the next fit (timed as the last one, twice) would leave the encoder less than LOOP_SHARE of the
-    budget, and the out-of-fold fits are skipped where they would (the offsets are then zero: the
-    encoder trains against the full branch's logits; the run's choice may still ship the branch)."""
+    bag-of-terms model's own, which the encoder's training then moves). Under a wall-clock budget
+    (`clock`) the fits stop at a deadline that leaves the encoder's loop LOOP_SHARE of the budget and
+    the end of the run its reserve (an L-BFGS fit cut short there is still a fit, the first always
+    made), the grid stops where the next fit (timed as the last one, twice) would pass it, and the
+    out-of-fold fits are skipped where they would (the offsets are then zero: the encoder trains
+    against the full branch's logits; the run's choice may still ship the branch); each cut is
+    said in the clock's `shrunk`."""
     started = time.monotonic()
     branch = model.wide
     bags, targets = bag_matrix(branch, train), torch.from_numpy(train.row_labels(list(range(train.num_rows))))
@@ -241,13 +256,15 @@ def warm_start(model: nn.Module, head: Any, train: TokenizedSplit, validation: T
     best: tuple[float, float, Tensor, Tensor] | None = None
     weights, fitted_bias = None, bias
     fit_seconds = 0.0
-    for c in grid:  # C rising, each L-BFGS fit from the last one's solution (a regularisation path)
-        if c not in grid[:MIN_GRID] and not _affords(clock, 2 * fit_seconds):
-            logger.warning("wall-clock budget: the warm start's grid stops before C %g (%.0f s left)", c, clock.left())
+    deadline = _deadline(clock)
+    for i, c in enumerate(grid):  # C rising, each L-BFGS fit from the last one's solution (a regularisation path)
+        past_deadline = deadline is not None and time.monotonic() >= deadline
+        if i > 0 and (past_deadline or (i >= MIN_GRID and not _affords(clock, 2 * fit_seconds))):
+            clock.shrink(f"the warm start's C grid stopped before C {c:g} ({max(clock.left(), 0):.0f} s left)")
             break
         fit_started = time.monotonic()
         weights, fitted_bias = _fit_svm(bags, targets, c) if hinge else _fit(bags, targets, head.loss, fitted_bias, c,
-                                                                               weights)
+                                                                               weights, deadline)
         score = math.nan
         if has_validation:
             logits = val_bags @ weights + fitted_bias  # [rows, C]
@@ -267,8 +284,8 @@ def warm_start(model: nn.Module, head: Any, train: TokenizedSplit, validation: T
     if _affords(clock, 2 * fit_seconds * WARM_START_FOLDS):  # a fold starts from zeros: ~2x a grid step
         out_of_fold = out_of_fold_logits(bags, targets, fit, bias.numel())  # [rows, C]
     else:  # no time for the folds: the encoder's targets are the full branch's (zero offsets)
-        logger.warning("wall-clock budget: no out-of-fold logits (%d fits of ~%.0f s; %.0f s left)", WARM_START_FOLDS,
-                       fit_seconds, clock.left())
+        clock.shrink(f"no out-of-fold logits for the encoder's targets ({WARM_START_FOLDS} fits of ~{fit_seconds:.0f} s; "
+                     f"{max(clock.left(), 0):.0f} s left)")
         with torch.no_grad():
             out_of_fold = bags @ weights + fitted_bias
     if hinge:  # margins -> log-odds, fitted where the margins are those of unseen texts
@@ -293,10 +310,23 @@ def warm_start(model: nn.Module, head: Any, train: TokenizedSplit, validation: T
 
 
 MIN_GRID = 2
-"""Values of the C grid fitted whatever the clock says: its first, the strongest penalty, was the best
-on none of tnews5k / trec under a 5-minute budget (docs/recipe.md)."""
+"""Values of the C grid fitted unless the warm start's deadline (`_deadline`) has passed, however long
+the last fit took: its first, the strongest penalty, was the best on none of tnews5k / trec under a
+5-minute budget (docs/recipe.md)."""
 LOOP_SHARE = 0.4
 """Under a wall-clock budget the warm start leaves the encoder's loop at least this share of it."""
+
+
+DEADLINE_CHUNK = 10
+"""Under a wall-clock budget a fit checks the clock every this many L-BFGS iterations."""
+
+
+def _deadline(clock: WallClock | None) -> float | None:
+    """When (time.monotonic()) the warm start's fits must stop to leave the loop LOOP_SHARE of the budget
+    and the end of the run its reserve; None without a budget. The first fit runs one chunk whatever it says."""
+    if clock is None or clock.budget is None:
+        return None
+    return time.monotonic() + clock.left() - LOOP_SHARE * clock.budget - clock.reserve()
 
 
 def _affords(clock: WallClock | None, seconds: float) -> bool:

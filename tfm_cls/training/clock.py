@@ -14,9 +14,12 @@ classification.
 
 from __future__ import annotations
 
+import logging
 import math
 import os
 import time
+
+logger = logging.getLogger(__name__)
 
 FIXED_SECONDS = 30.0
 """The end of a run beyond scoring rows: timing each candidate (tfm_cls.classify.candidates, at most
@@ -48,6 +51,7 @@ class WallClock:
         self.started = time.monotonic() if started is None else started
         self.finish_rows = finish_rows
         self.seconds_per_row: float | None = None
+        self.shrunk: list[str] = []  # what the budget cut short, in the order it happened (metrics.json)
 
     def elapsed(self) -> float:
         return time.monotonic() - self.started
@@ -64,6 +68,11 @@ class WallClock:
     def reserve(self) -> float:
         """Seconds the end of the run is measured to need."""
         return FIXED_SECONDS + (self.seconds_per_row or 0.0) * self.finish_rows
+
+    def shrink(self, what: str) -> None:
+        """Say (a warning, and `shrunk` for metrics.json) that the budget cut `what` short."""
+        self.shrunk.append(what)
+        logger.warning("wall-clock budget: %s", what)
 
     def affords(self, seconds: float) -> bool:
         """Whether `seconds` more fit in what is left."""

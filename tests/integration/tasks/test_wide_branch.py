@@ -3,6 +3,7 @@ logits are a linear bag of the text's tokens, it starts at zero (the model start
 alone), trains at wide.lr, and travels through the ONNX export to the torch-free runtime unchanged."""
 
 import time
+from pathlib import Path
 from types import SimpleNamespace
 
 import numpy as np
@@ -17,8 +18,10 @@ from tfm_cls import runs as R
 from tfm_cls.classify.heads import Head as SingleLabelHead
 from tfm_cls.classify.predict import texts_logits
 from tfm_cls.classify.wide_fit import (
+    DEADLINE_CHUNK,
     OFFSETS_FILE,
     WARM_START_C,
+    WARM_START_ITERATIONS,
     _fit,
     bag_matrix,
     fit_branch,
@@ -28,7 +31,7 @@ from tfm_cls.classify.wide_fit import (
     warm_start,
 )
 from tfm_cls.config import ClassifierConfig, TrainConfig, WideConfig, load_config
-from tfm_cls.data.tokenized import TokenizedSplit
+from tfm_cls.data.tokenized import TokenizedSplit, collate
 from tfm_cls.errors import CheckpointError, ConfigError, RunDirError
 from tfm_cls.model import TransformerClassifier
 from tfm_cls.runtime.heads import sigmoid
@@ -443,9 +446,63 @@ def test_a_spent_wall_clock_stops_the_warm_start_grid_and_skips_the_folds(caplog
     set_idf(model.wide, split)
     spent = WallClock(1.0, started=time.monotonic() - 3600)  # a 1-minute budget, an hour ago
     offsets, chosen = warm_start(model, head, split, _split(rows, labels), "macro_f1", ["a", "b", "c"], clock=spent)
-    assert chosen["C"] in WARM_START_C[:2]  # the first two values, then the grid stopped
+    assert chosen["C"] == WARM_START_C[0]  # past the deadline: the first fit only, then the grid stopped
     assert np.abs(offsets).max() == 0  # no folds: the encoder trains against the full branch
-    assert "the warm start's grid stops" in caplog.text and "no out-of-fold logits" in caplog.text
+    assert "the warm start's C grid stopped before C 10" in caplog.text and "no out-of-fold logits" in caplog.text
+    assert [what.split(" (")[0] for what in spent.shrunk] == [  # said in metrics.json's wall_clock.shrunk
+        "the warm start's C grid stopped before C 10", "no out-of-fold logits for the encoder's targets"]
     # the model is still the fitted branch
     with torch.no_grad():
         assert (model.eval()(torch.tensor(rows)).argmax(-1).numpy() == labels).mean() > 0.9
+
+
+def test_a_fit_with_a_passed_deadline_stops_after_one_chunk_of_iterations(caplog):
+    rng = np.random.default_rng(3)
+    labels = rng.integers(0, 3, 80)
+    rows = [[int(t) for t in np.concatenate([rng.integers(10 + 10 * y, 20 + 10 * y, 3), rng.integers(1, 10, 6)])]
+            for y in labels]
+    model = _tfidf_model()
+    set_idf(model.wide, _split(rows, labels))
+    bags, targets = bag_matrix(model.wide, _split(rows, labels)), torch.as_tensor(labels)
+    loss = SingleLabelHead().loss
+    whole, _ = _fit(bags, targets, loss, torch.zeros(3), 1000.0)  # weak penalty: many iterations
+    cut, _ = _fit(bags, targets, loss, torch.zeros(3), 1000.0, deadline=time.monotonic())
+    assert f"stopped after {DEADLINE_CHUNK} of at most {WARM_START_ITERATIONS}" in caplog.text
+    assert not torch.allclose(cut, whole)  # short of the optimum, but a fit: it separates the classes
+    assert ((bags @ cut).argmax(-1).numpy() == labels).mean() > 0.9
+    # a deadline far off: the same fit as none (chunks carry L-BFGS's history over)
+    far, _ = _fit(bags, targets, loss, torch.zeros(3), 1000.0, deadline=time.monotonic() + 3600)
+    assert torch.allclose(far, whole, atol=1e-3)
+
+
+def test_a_warm_started_model_at_step_0_is_scored_as_its_bag_and_its_own_cost_is_probed():
+    from tfm_cls.classify.task import ClassificationTask
+    from tfm_cls.config import ClassifierConfig, load_config
+    from tfm_cls.training import distributed as D
+    from tfm_cls.training.precision import Precision
+
+    rng = np.random.default_rng(4)
+    labels = rng.integers(0, 3, 70)
+    rows = [[int(t) for t in np.concatenate([rng.integers(10 + 10 * y, 20 + 10 * y, 2), rng.integers(1, 10, 4)])]
+            for y in labels]
+    split = _split(rows, labels)
+    cfg = load_config(ClassifierConfig, None, ["wide.enabled=true", "wide.warm_start=true", "wide.weighting=tfidf",
+                                               "train.device=cpu", "data.path=unused"])
+    env = D.setup("cpu")
+    model = _tfidf_model().eval()
+    set_idf(model.wide, split)
+    warm_start(model, SingleLabelHead(), split, split, "accuracy", ["a", "b", "c"])
+    task = ClassificationTask(cfg, model, {"train": split, "validation": split}, ["a", "b", "c"], Path("unused"),
+                              env, Precision("fp32", torch.device("cpu")))
+    task.evaluate()
+    _, bag_logits = task.last_validation
+    seconds, examples = task.eval_cost  # the model's own pass, probed on a few rows
+    assert seconds > 0 and examples == len(rows)
+    with torch.no_grad():  # the same logits as the model's own pass (head weights zero: 0 . pooled + bias)
+        own = model(*[collate(split, list(range(len(rows))), 0)[k] for k in ("input_ids", "attention_mask")])
+    assert np.array_equal(bag_logits, own.numpy())
+    # once the head has learnt something the model is scored by itself
+    with torch.no_grad():
+        model.head.weight.add_(0.5)
+    task.evaluate()
+    assert task.eval_cost is None and not np.array_equal(task.last_validation[1], bag_logits)

@@ -103,3 +103,25 @@ def test_the_bag_candidate_is_the_warm_start_as_fitted_not_the_trained_heads_bia
     models = candidate_models(task)
     assert torch.equal(models["bag_of_terms"].bias.detach(), fitted)
     assert torch.equal(models["bag_of_terms"].wide.weight, deep.model.wide.weight)  # the branch as fitted
+
+
+def test_a_spent_budget_still_writes_a_run_from_the_warm_start_and_says_what_it_cut(tmp_path):
+    import time
+
+    data = write_topic_data(tmp_path / "data")
+    run = tmp_path / "run"
+    cfg = load_config(ClassifierConfig, None, [*TINY, f"data.path={data}", f"run_dir={run}", *WIDE,
+                                               "train.wall_minutes=1"])
+    metrics = train(cfg, started=time.monotonic() - 3600)  # a 1-minute budget spent an hour ago
+    # the warm start makes its first fit and stops there; the step-0 evaluation (the bag: the head is
+    # zero) finds no time for a first step; the run is written all the same, and says what it cut
+    assert metrics["steps"] == 0 and metrics["stopped"].startswith("wall-clock budget")
+    shrunk = metrics["wall_clock"]["shrunk"]
+    assert any(s.startswith("the warm start's C grid stopped") for s in shrunk)
+    assert any(s.startswith("no out-of-fold logits") for s in shrunk)
+    # the kept weights are the start's, where the encoder adds nothing: the two score alike, the bag ships
+    front = {row["name"]: row for row in metrics["candidates"]["front"]}
+    assert front["bag_of_terms"]["validation"] == front["wide_and_deep"]["validation"]
+    assert metrics["candidates"]["chosen"] == "bag_of_terms"
+    assert isinstance(R.load_run(run).model, BagOfTermsClassifier)
+    assert set(metrics["test"]) >= {metrics["best_metric"]}
