@@ -6,10 +6,12 @@ every strategy), rounds of +8 texts a class, to 64 a class. After every round a 
 — logistic regression (C=10)  on the frozen MiniLM vectors of the labelled texts — is
 scored on the whole test split. Three seeds. Strategies:
 - tool: `tfm_cls.suggest.Suggester` with its defaults and labels.json's descriptions (cold start:
-  cover within each label the descriptions guess; then spread_uncertain on the margin of the guess
-  model, which takes the descriptions as a prior); its variants, so the default is chosen by
-  measurement: tool-bare-names (labels.json a plain list of names), tool-cover (no label names:
-  cover the pool as one), tool-top (the n most uncertain), tool-candidates (clusters of the 5n most
+  cover within each label the descriptions guess; then, on the margin of the guess model, which
+  takes the descriptions as a prior, strategy `auto`: spread_uncertain below 16 labelled texts a
+  class, top_uncertain from there on); its variants, so the default is chosen by measurement:
+  tool-spread (always spread), tool-top (always the n most uncertain), tool-top-from-K (auto
+  switching at K a class), tool-bare-names (labels.json a plain list of names; spread), tool-cover
+  (no label names: cover the pool as one; spread), tool-candidates (clusters of the 5n most
   uncertain only), tool-entropy;
 - random: uniform picks from the unlabelled pool;
 - small-text 1.4 (benchmarks/peers/small_text_peer.py, in its own interpreter): breaking ties,
@@ -20,6 +22,7 @@ descriptions add to the proxy at 8 and 32 random labels a class.
 
     python -m benchmarks.suggest                       # sst2, ag_news, trec; 3 seeds
     python -m benchmarks.suggest --sets trec --seeds 1 --no-peers   # a quick look
+    python -m benchmarks.suggest --round-gains         # one round of spread / top from the same labels
 The MiniLM vectors are computed once per set into .cache/suggest/ (~6 CPU-minutes for the three).
 Writes bench_results/suggest-<time>.json (+ .md) and docs/img/suggest.png.
 """
@@ -148,13 +151,17 @@ def run_tool(variant: str, texts: list[str], x: np.ndarray, y: np.ndarray, initi
              names: Any, encoder: Encoder, seed: int) -> list[list[int]]:
     """The labelled rows after each round, picked by the library's Suggester. `names`: labels.json
     with descriptions. Variants: tool (the defaults: the cold start guided by the descriptions, the
-    descriptions as a prior of the guess model, spread), tool-bare-names (labels.json a plain list
-    of the names), tool-cover (no label names at all: plain cover), tool-top, tool-candidates."""
+    descriptions as a prior of the guess model, strategy auto), tool-spread, tool-top,
+    tool-top-from-K (auto switching at K a class), and with spread: tool-bare-names (labels.json a
+    plain list of the names), tool-cover (no label names at all: plain cover), tool-candidates,
+    tool-entropy."""
     from tfm_cls.suggest import Settings, Suggester
     from tfm_cls.suggest.pool import Pool, text_key
     from tfm_cls.suggest.store import Labelled
 
-    settings = Settings(strategy="top" if variant == "tool-top" else "spread",
+    top_from = float(variant.rsplit("-", 1)[1]) if variant.startswith("tool-top-from-") else None
+    strategy = "top" if variant == "tool-top" else "auto" if variant == "tool" or top_from is not None else "spread"
+    settings = Settings(strategy=strategy, **({"top_from": top_from} if top_from is not None else {}),
                         candidates=5 if variant == "tool-candidates" else 0,
                         uncertainty="entropy" if variant == "tool-entropy" else "margin",
                         cold_start="cover" if variant == "tool-cover" else "guided", seed=seed)
@@ -255,6 +262,77 @@ def simulate(name: str, seeds: list[int], variants: list[str], peers: bool, enco
             for what, protos in (("without", None), ("with descriptions", prototypes))}
     out["names_prior"] = prior
     return out
+
+
+ARMS = {"spread": {"strategy": "spread"}, "top": {"strategy": "top"},
+        "top, no names prior": {"strategy": "top", "names_prior": False}}
+"""--round-gains: the strategies compared one round at a time."""
+
+
+def round_gains(name: str, seeds: list[int], encoder: Encoder) -> dict[str, Any]:
+    """Which strategy's next round gains most, from the same labelled texts: along the `spread`
+    path (from 0 and from 8 a class, rounds of +8 a class), before every round but the cold start,
+    one round of each of ARMS is picked from the same labelled set and the proxy scored on it.
+    The labels a class from which `top`'s round gains more than `spread`'s is where `auto` switches
+    (docs/suggest.md)."""
+    from tfm_cls.suggest import Settings, Suggester
+    from tfm_cls.suggest.names import parse_labels
+    from tfm_cls.suggest.pool import Pool, text_key
+    from tfm_cls.suggest.store import Labelled
+
+    data = pool_and_test(name)
+    texts, y = data["pool"]
+    test_texts, test_y = data["test"]
+    x = encoder.cached(name, "pool", texts)
+    first: dict[bytes, int] = {}
+    for i, t in enumerate(texts):
+        first.setdefault(text_key(t), i)
+    distinct = sorted(first.values())
+    texts, y, x = [texts[i] for i in distinct], y[distinct], x[distinct]
+    test_x = encoder.cached(name, "test", test_texts)
+    classes = int(y.max()) + 1
+    names = parse_labels(DESCRIPTIONS[name], name)
+    pool = Pool(list(texts), list(range(len(texts))))
+    out: dict[str, Any] = {}
+    for start in (0, PER_ROUND):
+        rows: dict[str, Any] = {"labels_per_class": [], "after": {arm: {} for arm in ARMS}}
+        for s in seeds:
+            arms = {arm: Suggester(pool, encoder, names, Settings(**kw, seed=s), vectors=x) for arm, kw in ARMS.items()}
+            labelled = stratified(y, start, s) if start else []
+            for r, n in enumerate(rounds_of(start, classes)):
+                k = start + PER_ROUND * r
+                state = Labelled(names, [texts[i] for i in labelled], y[labelled], {text_key(texts[i]) for i in labelled})
+                picked = {arm: [p.line for p in sug.suggest(n, state)] for arm, sug in arms.items()}
+                if k and k not in rows["labels_per_class"]:
+                    rows["labels_per_class"].append(k)
+                if k:
+                    for arm, got in picked.items():
+                        rows["after"][arm].setdefault(str(s), []).append(
+                            proxy_accuracy(x, y, labelled + got, test_x, test_y, classes))
+                labelled = labelled + picked["spread"]
+            logging.info("%s from %d seed %d: round gains done", name, start, s)
+        out[str(start)] = rows
+    return out
+
+
+def gains_table(gains: dict[str, Any]) -> str:
+    """Per set and start: labels a class before the round; each arm's accuracy after it minus spread's
+    (mean of seeds), and the mean over the sets."""
+    lines = []
+    for start in ("0", str(PER_ROUND)):
+        ks = next(iter(gains.values()))[start]["labels_per_class"]
+        lines += [f"| from {start}: round at k a class -> k+{PER_ROUND} | " + " | ".join(map(str, ks)) + " |",
+                  "|---" * (len(ks) + 1) + "|"]
+        for arm in list(ARMS)[1:]:
+            per_set = []
+            for name, g in gains.items():
+                after = g[start]["after"]
+                d = 100 * (np.asarray(list(after[arm].values())) - np.asarray(list(after["spread"].values())))
+                per_set.append(d.mean(0))
+                lines.append(f"| {name}: {arm} - spread | " + " | ".join(f"{v:+.1f}" for v in d.mean(0)) + " |")
+            lines.append(f"| **mean: {arm} - spread** | " + " | ".join(f"**{v:+.1f}**" for v in np.mean(per_set, 0)) + " |")
+        lines.append("")
+    return "\n".join(lines)
 
 
 # ---- the final table: the recipe and SetFit trained on the picks ------------------------------------
@@ -388,6 +466,8 @@ def summarize(results: dict[str, Any], start: str = "8") -> tuple[str, dict[str,
                          + f" | **{np.mean(means):.1f}** | {np.mean(stds):.1f} |")
         lines.append("")
         peers = [v[0] for s, v in table.items() if s.startswith("small-text")]
+        if "tool" not in table:  # only variants were run: no verdict
+            continue
         tool, random_ = table["tool"], table["random"]
         verdict[str(k)] = {
             "tool": tool[0], "random": random_[0], "best_small_text": max(peers) if peers else None,
@@ -446,6 +526,9 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--final", default=None, metavar="SYSTEMS",
                         help="instead of the simulation: the final table at 8 a class, these systems (recipe,setfit) "
                              "trained on the tool's and on random picks")
+    parser.add_argument("--round-gains", action="store_true",
+                        help="instead of the simulation: along the spread path, one round of each strategy from the "
+                             "same labelled texts (where auto switches from spread to top)")
     parser.add_argument("--minutes", type=float, default=15.0, help="--final: each training's budget")
     parser.add_argument("--setfit-python", default="/tmp/setfit-venv/bin/python")
     parser.add_argument("--work", default="/tmp/suggest-final", help="--final: sample folders and runs")
@@ -463,6 +546,16 @@ def main(argv: list[str] | None = None) -> None:
     if args.merge:
         results = merged([json.loads(Path(f).read_text())["results"] for f in args.merge])
         report(results, args, {"merged_from": args.merge})
+        return
+    if args.round_gains:
+        started = time.process_time()
+        gains = {name: round_gains(name, list(range(args.seeds)), encoder) for name in sets}
+        table = gains_table(gains)
+        print(table)
+        path = write_results(args.out, "suggest-rounds", {
+            "round_gains": gains, "settings": {"arms": ARMS, "seeds": args.seeds, "pool": POOL, "C": C},
+            "cpu_seconds": time.process_time() - started, "environment": environment()}, table)
+        print(f"wrote {path}")
         return
     if args.final:
         started = time.process_time()

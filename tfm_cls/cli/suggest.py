@@ -11,7 +11,8 @@ from tfm_cls.cli.arguments import positive
 DESCRIPTION = ("The N texts of a pool most worth labelling now, each with the current model's guess and why it was "
                "picked. Without labels or a run: representatives of the pool's clusters (guessed from the label "
                "names of DIR/labels.json where given); with labels (--data DIR) or a trained run (--run): the most "
-               "uncertain texts spread over the pool, never a labelled text nor a near-duplicate of one.")
+               "uncertain texts, spread over the pool while the labels are few (--strategy), never a labelled text "
+               "nor a near-duplicate of one.")
 
 
 def add_common(p: argparse.ArgumentParser) -> None:
@@ -23,8 +24,10 @@ def add_common(p: argparse.ArgumentParser) -> None:
     p.add_argument("--text-field", default="text", help="the text's field in jsonl / csv (default: text)")
     p.add_argument("--max-pool", type=positive, default=None,
                    help="distinct pool texts kept at most; beyond, a uniform sample (default 100000)")
-    p.add_argument("--strategy", default="spread", choices=("spread", "top"),
-                   help="with labels: spread (the most uncertain of each cluster; default) or top (the most uncertain)")
+    p.add_argument("--strategy", default="auto", choices=("auto", "spread", "top"),
+                   help="with labels or a run: spread (the most uncertain text of each of N clusters of the pool), "
+                        "top (the N most uncertain), or auto (default): spread while fewer than 16 labelled texts a "
+                        "class (the folder's, else the run's training texts), top from there on")
     p.add_argument("--uncertainty", default="margin", choices=("margin", "entropy"))
     p.add_argument("--seed", type=int, default=0)
 

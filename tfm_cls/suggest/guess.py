@@ -111,4 +111,18 @@ def from_run(run: Any, where: str | None = None) -> tuple[Callable[[list[str]], 
     def guess(texts: list[str]) -> Guesses:
         return Guesses(predict_proba(run, texts), run.labels, thresholds, f"the run {where}")
 
+    guess.train_examples = run_train_examples(run.run_dir)  # type: ignore[attr-defined]
     return guess, list(run.labels)
+
+
+def run_train_examples(run_dir: Any) -> int | None:
+    """How many labelled texts the run was trained on (metrics.json `data.train_examples`; None
+    where the run does not say): the `auto` strategy's count where no labelled folder is given."""
+    import json
+    from pathlib import Path
+
+    try:
+        n = json.loads((Path(run_dir) / "metrics.json").read_text())["data"]["train_examples"]
+    except (OSError, ValueError, KeyError, TypeError):
+        return None
+    return int(n) if isinstance(n, int) else None

@@ -7,8 +7,9 @@
   probability to its threshold (multi-label; the nearest label is named).
 - `spread_uncertain`: the most uncertain texts spread over the pool — the pool clustered into n
   groups, the most uncertain text of each — so n picks are not n near-copies of one confusion.
-  Chosen over plain top-n uncertainty and over clustering only the most uncertain candidates by
-  benchmarks.suggest (docs/suggest.md).
+  Chosen over clustering only the most uncertain candidates by benchmarks.suggest, and over plain
+  top-n uncertainty (`top_uncertain`) while the labels are few (below 16 a class: the default
+  strategy `auto`, suggester.choose_strategy; docs/suggest.md).
 - `NearDuplicates`: nothing within NEAR_DUPLICATE cosine of a labelled text or of an earlier pick.
 """
 
@@ -141,7 +142,8 @@ def uncertainty(proba: np.ndarray, thresholds: np.ndarray | None = None, how: st
 
 
 def top_uncertain(vectors: np.ndarray, unsure: Uncertainty, n: int, seen: NearDuplicates) -> list[Pick]:
-    """The n most uncertain texts, near-duplicates skipped (the baseline `spread_uncertain` beats)."""
+    """The n most uncertain texts, near-duplicates skipped (small-text's breaking ties, on the margin);
+    the default strategy's from 16 labelled texts a class."""
     picks = []
     for i in np.argsort(-unsure.score, kind="stable"):
         if len(picks) == n:

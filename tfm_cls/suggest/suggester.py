@@ -4,7 +4,8 @@
     labelled texts (never suggested, nor anything within NEAR_DUPLICATE of them)
     current model: a run, else logistic regression on the labelled vectors, else zero-shot names
     no labels and no run -> pick.cover (cluster representatives), each with the zero-shot guess
-    otherwise            -> pick.spread_uncertain (the most uncertain text of each of n clusters)
+    otherwise, `auto`    -> below AUTO_TOP_FROM labelled texts a class pick.spread_uncertain (the most
+                            uncertain text of each of n clusters), from it pick.top_uncertain
 
 `Suggester` keeps the pool's vectors, so the label page suggests again after each round without
 reading the pool twice."""
@@ -31,6 +32,13 @@ UNREADABLE = 0.5
 """A text whose tokens are more than this share [UNK] is in a script the encoder cannot read."""
 CHUNK = 2048
 """Texts vectorised at a time (bounded token memory)."""
+AUTO_TOP_FROM = 16
+"""`auto`: `spread` while fewer labelled texts a class than this, `top` from it. Measured one round at a
+time from the same labelled texts (benchmarks.suggest --round-gains; sst2, ag_news, trec, 3 seeds,
+from 0 and from 8 a class): at 8 a class a spread round beat a top round on every set and start
+(-0.4 to -4.1 points, mean -2.2 / -2.6); from 16 on the two were within noise (mean -0.6 to +1.0,
+either sign), and top needs no k-means of the pool. docs/suggest.md."""
+STRATEGIES = ("auto", "spread", "top")
 
 
 @dataclasses.dataclass
@@ -52,8 +60,11 @@ class Suggestion:
 
 @dataclasses.dataclass(kw_only=True)
 class Settings:
-    strategy: str = "spread"
-    """With labels or a run: `spread` (pick.spread_uncertain over the pool), `top` (pick.top_uncertain)."""
+    strategy: str = "auto"
+    """With labels or a run: `spread` (pick.spread_uncertain over the pool), `top` (pick.top_uncertain),
+    or `auto` (`spread` below `top_from` labelled texts a class, `top` from it: choose_strategy)."""
+    top_from: float = AUTO_TOP_FROM
+    """`auto`: the labelled texts a class from which it picks `top` (benchmarks.suggest measures others)."""
     uncertainty: str = "margin"
     """`margin` or `entropy` (pick.uncertainty)."""
     names_prior: bool = True
@@ -66,8 +77,8 @@ class Settings:
     seed: int = 0
 
     def __post_init__(self) -> None:
-        if self.strategy not in ("spread", "top"):
-            raise ValueError(f"strategy: expected spread or top, got {self.strategy!r}")
+        if self.strategy not in STRATEGIES:
+            raise ValueError(f"strategy: expected auto, spread or top, got {self.strategy!r}")
         if self.cold_start not in ("guided", "cover"):
             raise ValueError(f"cold_start: expected guided or cover, got {self.cold_start!r}")
         if self.uncertainty not in ("margin", "entropy"):
@@ -163,7 +174,19 @@ class Suggester:
             picks = pick.cover(vectors, n, seen, s.seed)
         else:
             unsure = pick.uncertainty(guesses.proba, guesses.thresholds, s.uncertainty)
-            if s.strategy == "top":
+            strategy = s.strategy
+            if strategy == "auto":
+                count: int | None = len(labelled.texts) if labelled is not None else 0
+                trained = getattr(run_guess, "train_examples", None) if run_guess is not None else None
+                if run_guess is not None and trained is None and not count:
+                    count = None  # a run that does not say what it was trained on
+                elif trained is not None:
+                    count = max(count or 0, int(trained))
+                strategy = choose_strategy(count, len(guesses.labels), s.top_from)
+                if strategy == "top" and np.ptp(unsure.score) == 0:
+                    strategy = "spread"  # every text equally uncertain (one class labelled): nothing to rank
+                logger.info("strategy auto: %s (%s labelled texts, %d labels)", strategy, count, len(guesses.labels))
+            if strategy == "top":
                 picks = pick.top_uncertain(vectors, unsure, n, seen)
             else:
                 picks = pick.spread_uncertain(vectors, unsure, n, seen, s.seed, s.candidates * n or None)
@@ -183,6 +206,14 @@ class Suggester:
             logger.warning("%d suggestions, not %d: the rest of the pool's %d new texts are near-copies of labelled or "
                            "picked ones", len(out), n, len(rows))
         return out
+
+
+def choose_strategy(labelled: int | None, classes: int, top_from: float = AUTO_TOP_FROM) -> str:
+    """`auto`'s choice: `spread` while the labelled texts number fewer than `top_from` a class
+    (labelled / classes), `top` from there on; `spread` where the count is unknown (None)."""
+    if labelled is None:
+        return "spread"
+    return "top" if labelled >= top_from * max(classes, 1) else "spread"
 
 
 def check_labels(run_labels: list[str], folder_labels: list[str], run_dir: str, folder: str) -> None:
