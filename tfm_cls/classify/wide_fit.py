@@ -211,13 +211,15 @@ def _fit(bags: Tensor, targets: Tensor, loss: LossFn, bias: Tensor, c: float,
         bias.grad = logits.grad.sum(dim=0)  # [C]
         return value.detach() + 0.5 * penalty * weights.pow(2).sum()
 
-    done = 0
+    done, max_eval = 0, optimizer.defaults["max_eval"]  # a step() also ends after max_eval loss evaluations
     while done < WARM_START_ITERATIONS:
+        evals = optimizer.state[weights].get("func_evals", 0)
         optimizer.step(closure)
         iterations = optimizer.state[weights].get("n_iter", 0)  # over every step() so far
-        if iterations - done < chunk:  # converged within the chunk
-            break
+        converged = iterations - done < chunk and optimizer.state[weights]["func_evals"] - evals < max_eval
         done = iterations
+        if converged or deadline is None:  # stopped for a reason of its own, or one call of it all
+            break
         if deadline is not None and time.monotonic() >= deadline and done < WARM_START_ITERATIONS:
             logger.warning("wall-clock budget: the warm start's fit at C %g stopped after %d of at most %d "
                            "L-BFGS iterations", c, done, WARM_START_ITERATIONS)
