@@ -171,8 +171,8 @@ class TextClassifier(ClassifierMixin, BaseEstimator):
         from tfm_cls.config import ClassifierConfig, load_config
 
         overrides = [f"{key.replace('__', '.')}={json.dumps(_plain(value))}" for key, value in self._overrides().items()]
-        recipe = getattr(self, "_recipe", {}) if self.config is None else {}
-        return load_config(ClassifierConfig, self.config, [*overrides, *extra], values=recipe)
+        planned = getattr(self, "_planned", {}) if self.config is None else {}
+        return load_config(ClassifierConfig, self.config, [*overrides, *extra], values=planned)
 
     def _plan(self, rows: list[dict[str, Any]], validation_rows: list[dict[str, Any]] | None) -> None:
         """config=None: the recipe's choices for these rows (tfm_cls.train.plan, on a temporary copy of
@@ -188,7 +188,7 @@ class TextClassifier(ClassifierMixin, BaseEstimator):
         for line in plan.describe():
             logger.info("%s", line)
         data_keys = {"name", "data.path", "data.text_columns", "data.label_column", "data.test_fraction"}
-        self._recipe = {key: value for key, value in plan.settings.items() if key not in data_keys}
+        self._planned = {key: value for key, value in plan.settings.items() if key not in data_keys}
 
     # ---- training ------------------------------------------------------------------------------------
 

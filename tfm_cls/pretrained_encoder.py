@@ -1,4 +1,4 @@
-"""The pretrained encoder the recipe (tfm_cls.train.plan) and suggest's sentence vectors start from:
+"""The pretrained encoder the planner (tfm_cls.train.plan) and suggest's sentence vectors start from:
 the packaged all-MiniLM-L6-v2 (the `minilm` extra), found without importing torch. Both need it, so it
 sits below both; it imports nothing of tfm_cls."""
 

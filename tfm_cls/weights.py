@@ -5,7 +5,7 @@
     load_weights(model, path)                          strict: a missing or extra key is a CheckpointError
 
 Below both the run directory (runs.load_run reads a run's weights) and the training engine (the
-best weights of every job), so neither imports the other for them. The resumable checkpoint of a
+best weights of every recipe), so neither imports the other for them. The resumable checkpoint of a
 training loop is the engine's own (tfm_cls.training.checkpoint).
 """
 

@@ -8,7 +8,7 @@ The best weights (model.safetensors) are evaluated on validation (where, for sin
 and, where the data hold a test split, on test; the report, the confusion matrix (single_label), the per-label F1 (multi_label)
 or the scatter (regression) are of the test split and are not written without one (a tuning
 trial, a TextClassifier fit): metrics.json then holds validation only. `tfm-cls train`
-(tfm_cls.train) and `tfm-cls distill` (tfm_cls.distill.job) both end here; under DDP every rank
+(tfm_cls.train) and `tfm-cls distill` (tfm_cls.distill.recipe) both end here; under DDP every rank
 evaluates its share and rank 0 writes.
 """
 

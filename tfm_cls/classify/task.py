@@ -4,7 +4,7 @@ ClassificationTask says how length-bucketed batches of labelled texts become a l
 head's: cross-entropy with label smoothing, BCE, MSE; tfm_cls.classify.heads; plus a warm-started
 wide branch's offsets, tfm_cls.classify.wide_fit), how validation is scored
 (accuracy / macro-F1 / loss, or the head's metrics) and what is saved (model.safetensors).
-`tfm-cls train` (tfm_cls.train) and `tfm-cls distill` (tfm_cls.distill.job, a subclass) run it;
+`tfm-cls train` (tfm_cls.train) and `tfm-cls distill` (tfm_cls.distill.recipe, a subclass) run it;
 segment_kwargs is what both say about a from-scratch classifier's segment embedding.
 """
 

@@ -3,7 +3,7 @@
     entry.py        the top-level parser, assembled from the command modules, and the error convention (main)
     arguments.py    shared argument pieces: config arguments, inference options, providers, the size check
     shared.py       what several commands do after parsing: CommandFailed, the run summary, ONNX verification
-    train.py pretrain.py tune.py distill.py compress.py       the training jobs
+    train.py pretrain.py tune.py distill.py compress.py       the recipes
     eval.py report.py predict.py                              a trained run (PyTorch)
     export.py verify_onnx.py quantize.py                      ONNX
     infer.py batch.py serve.py                                the torch-free runtime: a file, Ray Data, HTTP

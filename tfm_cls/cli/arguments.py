@@ -1,4 +1,4 @@
-"""The argument pieces several commands share: the config arguments of the training jobs, the inference
+"""The argument pieces several commands share: the config arguments of the recipes, the inference
 options (same names and meaning in predict, eval, infer and batch), providers, and the ONE check
 of the size flags. Imports nothing heavy: every `--help` builds these."""
 
@@ -18,7 +18,7 @@ REPORT_HELP = ("also write or refresh RUN/report.html (tfm-cls report; it scores
 
 
 def config_arguments(p: argparse.ArgumentParser, kind: str, example: str, default: str | None) -> None:
-    """--config, KEY=VALUE overrides, --resume and --overwrite of a training job (train, pretrain, distill, compress)."""
+    """--config, KEY=VALUE overrides, --resume and --overwrite of a recipe (train, pretrain, distill, compress)."""
     p.add_argument(
         "--config", default=default,
         help=f"a YAML file, or a preset name ({kind}: e.g. {example}); several comma-separated are merged in "

@@ -8,10 +8,10 @@ set, and a small from-scratch TransformerClassifier learns from its soft targets
     loss.py        soft-target loss (KL at temperature T, or MSE) mixed with gold cross-entropy
     cut.py         students cut from the teacher (a subset of its layers, its embeddings and head)
     compress.py    `tfm-cls compress`: a cut student's config from a finished teacher run
-    job.py         the job: DistillTask (a ClassificationTask on the one engine) and distill(cfg)
+    recipe.py      the recipe: DistillTask (a ClassificationTask on the one engine) and distill(cfg)
 """
 
 from tfm_cls.distill.config import DistillConfig
-from tfm_cls.distill.job import distill
+from tfm_cls.distill.recipe import distill
 
 __all__ = ["DistillConfig", "distill"]

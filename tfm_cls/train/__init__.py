@@ -1,14 +1,14 @@
-"""The classification job (`tfm-cls train`): a config (or a data folder planned into one) -> a
+"""The classification recipe (`tfm-cls train`): a config (or a data folder planned into one) -> a
 finished run directory. Its pieces of the classify/ library (the task, the heads, the finish) are
-distill's too; what only this job uses lives here.
+distill's too; what only this recipe uses lives here.
 
-    job.py                 train(cfg, data=None): data -> tokenizer -> model -> the engine -> finish_run
+    recipe.py              train(cfg, data=None): data -> tokenizer -> model -> the engine -> finish_run
     contrastive.py         few labelled texts: SetFit's pairs (ContrastiveTask on the engine), then fit_head
     few_label_choice.py    few labels: the bag of terms against the frozen encoder, cross-validated
-    plan/                  `tfm-cls train --data DIR` (the recipe): the data profiled, the config chosen,
+    plan/                  the planner of `tfm-cls train --data DIR`: the data profiled, the config chosen,
                            torch-free
 
-`from tfm_cls.train import train` loads job.py (and torch) on first use, so that the planner
+`from tfm_cls.train import train` loads recipe.py (and torch) on first use, so that the planner
 (`tfm_cls.train.plan`) imports without torch: the CLI plans, and `--explain` prints, before torch
 loads.
 """
@@ -22,7 +22,7 @@ __all__ = ["train"]
 
 def __getattr__(name: str) -> Any:
     if name == "train":
-        from tfm_cls.train.job import train
+        from tfm_cls.train.recipe import train
 
         return train
     raise AttributeError(f"module 'tfm_cls.train' has no attribute {name!r}")

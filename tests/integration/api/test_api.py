@@ -115,7 +115,7 @@ def test_save_load_and_export_onnx(fitted, tmp_path):
 
 
 def test_pipeline_with_a_cleaning_step(tmp_path, monkeypatch):
-    import tfm_cls.train.job as T
+    import tfm_cls.train.recipe as T
 
     def clean(texts):
         return [t.lower().replace("!", "").strip() for t in texts]

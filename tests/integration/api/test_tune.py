@@ -105,7 +105,7 @@ def test_trials_never_touch_the_test_split(tmp_path, monkeypatch):
 
     import tfm_cls.classify.finish as finish_module
     import tfm_cls.classify.task as task_module
-    import tfm_cls.train.job as T
+    import tfm_cls.train.recipe as T
     from tfm_cls.tune import tune
 
     data = write_tiny_data(tmp_path / "data", n_test=13)

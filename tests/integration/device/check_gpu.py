@@ -81,7 +81,7 @@ def preflight(dry_run: bool, torch_only: bool) -> dict[str, Any]:
         import tfm_cls.export.verify  # noqa: F401  (the whole pipeline imports: datasets, onnxscript, ...)
         import torch
 
-        import tfm_cls.train.job  # noqa: F401
+        import tfm_cls.train.recipe  # noqa: F401
     except ModuleNotFoundError as err:
         raise CheckError(f"missing Python package {err.name!r}: install the project (pip install -e .)") from err
     info: dict[str, Any] = {

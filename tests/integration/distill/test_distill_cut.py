@@ -14,7 +14,7 @@ from tfm_cls import runs as R
 from tfm_cls.cli import main
 from tfm_cls.data.tokenizer import load_tokenizer
 from tfm_cls.distill import distill
-from tfm_cls.distill.job import build_student, checked_teacher
+from tfm_cls.distill.recipe import build_student, checked_teacher
 from tfm_cls.errors import ConfigError, TeacherError
 
 CUT = ["student.tokenizer=teacher"]
@@ -103,7 +103,7 @@ def test_a_layer_list_the_teacher_cannot_give_fails_before_any_work(tmp_path, ti
 def test_compress_cuts_a_run_in_one_command(deep_teacher, capsys):
     from tfm_cls.config import load_config
     from tfm_cls.distill import DistillConfig
-    from tfm_cls.distill.job import DISTILL_CONFIG_FILE
+    from tfm_cls.distill.recipe import DISTILL_CONFIG_FILE
 
     argv = ["compress", "--run", str(deep_teacher), "--layers", "2", "train.epochs=1", "transfer.copies=2",
             "train.progress=false", "train.num_threads=1", "train.batch_size=16"]

@@ -14,8 +14,8 @@ from tfm_cls import runs as R
 from tfm_cls.cli import main
 from tfm_cls.config import ClassifierConfig, load_config
 from tfm_cls.distill import DistillConfig, distill
-from tfm_cls.distill.job import DISTILL_CONFIG_FILE
 from tfm_cls.distill.labelling import CACHE_DIR
+from tfm_cls.distill.recipe import DISTILL_CONFIG_FILE
 from tfm_cls.distill.teacher import file_sha256
 from tfm_cls.errors import ConfigError, RunDirError, TeacherError
 
@@ -74,7 +74,7 @@ def test_onnx_teacher_and_teacher_tokenizer_with_pca_embeddings(tmp_path, tiny_d
     assert run.tokenizer.get_vocab() == open_teacher(teacher_run).tokenizer().get_vocab()
     # d_model equals the teacher's width: the PCA is a rotation, so the initial embeddings keep the
     # teacher's pairwise distances up to one scale. Re-build the initial student to check.
-    from tfm_cls.distill.job import build_student
+    from tfm_cls.distill.recipe import build_student
 
     cfg = distill_config(tiny_data, teacher_onnx, tmp_path / "x", "student.tokenizer=teacher",
                          "student.embedding_init=teacher_pca", "model.d_model=32", "model.dim_feedforward=64")
@@ -90,7 +90,7 @@ def test_onnx_teacher_and_teacher_tokenizer_with_pca_embeddings(tmp_path, tiny_d
 def test_teacher_output_pca_starts_the_student_from_the_teachers_single_token_outputs(tmp_path, tiny_data, teacher_onnx, teacher_run):
     import torch
 
-    from tfm_cls.distill.job import build_student
+    from tfm_cls.distill.recipe import build_student
     from tfm_cls.distill.teacher import open_teacher
 
     teacher = open_teacher(teacher_run)
@@ -131,8 +131,8 @@ def test_teacher_output_pca_needs_the_teachers_weights(tmp_path, tiny_data, teac
 
 def test_feature_hint_run_caches_the_pooled_vectors_and_trains_the_student(tmp_path, monkeypatch, tiny_data, teacher_run,
                                                                            teacher_onnx):
-    from tfm_cls.distill.job import DistillTask
     from tfm_cls.distill.labelling import _chunk_path
+    from tfm_cls.distill.recipe import DistillTask
 
     seen = {}
     original = DistillTask.loss
@@ -271,7 +271,7 @@ def test_cli_distill_prints_the_run_and_its_metrics(tmp_path, tiny_data, teacher
 
 def test_extra_unlabelled_text_joins_the_transfer_set_without_evaluation_texts(tmp_path, tiny_data, teacher_run):
     from tfm_cls.data.sources import load_data
-    from tfm_cls.distill.job import extra_texts
+    from tfm_cls.distill.recipe import extra_texts
 
     test_text = json.loads((tiny_data / "test.jsonl").read_text().splitlines()[0])["text"]
     extra = tmp_path / "extra.txt"

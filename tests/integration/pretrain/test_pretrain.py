@@ -204,7 +204,7 @@ def test_train_cls_starts_from_a_pretraining_run(tiny_pretrained, tiny_data, tmp
 
 
 def test_run_directory_refuses_another_run_and_a_resume_without_checkpoint(tiny_pretrained, tiny_data, tmp_path):
-    from tfm_cls.pretrain.job import prepare_run_dir
+    from tfm_cls.pretrain.recipe import prepare_run_dir
     from tfm_cls.runs import RunDirError
 
     run_dir, _ = tiny_pretrained

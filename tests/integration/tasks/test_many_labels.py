@@ -14,7 +14,7 @@ from kits import tasks_tiny as T
 from tfm_cls.classify.heads import MultiLabelHead, head_for, prior_logits
 from tfm_cls.config import ClassifierConfig, load_config
 from tfm_cls.data.sources import load_data
-from tfm_cls.train.job import build_model_and_tokenizer, train
+from tfm_cls.train.recipe import build_model_and_tokenizer, train
 
 NUM_LABELS = 20
 LABELS = [f"label{j}" for j in range(NUM_LABELS)]

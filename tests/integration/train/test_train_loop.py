@@ -12,7 +12,7 @@ from tfm_cls import runs as R
 from tfm_cls.classify.predict import predict_proba
 from tfm_cls.config import ConfigError
 from tfm_cls.runs import load_run
-from tfm_cls.train.job import prepare_run_dir, train
+from tfm_cls.train.recipe import prepare_run_dir, train
 from tfm_cls.training.checkpoint import CheckpointError
 
 

@@ -1,4 +1,4 @@
-"""The planner of the recipe, `tfm-cls train --data DIR` with no preset: it reads the data and
+"""The planner of the train recipe, `tfm-cls train --data DIR` with no preset: it reads the data and
 chooses the config.
 
     profile.py   what the data folder holds (task type, columns, labels and their counts, lengths in

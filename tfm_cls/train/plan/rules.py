@@ -1,4 +1,4 @@
-"""The recipe's rules: a data profile, the hardware and a time budget -> the config of one run,
+"""The planner's rules: a data profile, the hardware and a time budget -> the config of one run,
 with the reason for every choice.
 
     plan = plan_run(profile_data(folder), minutes=15)

@@ -1,4 +1,4 @@
-"""Classification training (`tfm-cls train`), the job: read top to bottom.
+"""Classification training (`tfm-cls train`), the recipe: read top to bottom.
 
     train(cfg, data=None)  ->  data -> tokenizer -> model -> Engine(ClassificationTask).fit() -> finish_run
                                few labelled texts (`contrastive`): Engine(ContrastiveTask).fit() -> fit_head
