@@ -36,7 +36,7 @@ from typing import Any
 
 from benchmarks.harness.baselines import TASK_METRIC, tfidf_row
 from benchmarks.harness.data import read_texts
-from benchmarks.harness.results import OUT, environment, write_results
+from benchmarks.harness.results import OUT, Results, environment
 from benchmarks.harness.samples import read_splits
 from benchmarks.harness.timing import paired_rounds
 
@@ -231,17 +231,18 @@ def main(argv: list[str] | None = None) -> int:
         parser.error("give --data folders or --build-sets DIR")
     if args.runs and len(args.runs) != len(args.data):
         parser.error("--runs: one run directory per --data folder")
-    rows = []
+    rows: list[dict[str, Any]] = []
+    results = Results(args.out, "selection")
     for i, folder in enumerate(args.data):
         data = Path(folder)
         run = Path(args.runs[i]) if args.runs else Path(args.run_root) / f"{data.name}-{args.minutes:g}min"
         rows.append(measure(data, run, args))
         logger.info("%s", table(rows[-1:]))
-    text = table(rows)
-    print(text)
-    path = write_results(args.out, "selection", {"rows": rows, "minutes": args.minutes, "threads": args.threads,
-                                                 "environment": environment()}, text)
-    print(f"wrote {path}")
+        # after every row: a long benchmark stopped halfway keeps what it measured
+        results.write({"rows": rows, "minutes": args.minutes, "threads": args.threads,
+                       "environment": environment()}, table(rows))
+    print(table(rows))
+    print(f"wrote {results.json}")
     return 0
 
 
