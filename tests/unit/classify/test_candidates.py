@@ -20,10 +20,10 @@ def _logits(correct: np.ndarray, targets: np.ndarray) -> np.ndarray:
     return np.eye(2, dtype=np.float32)[predicted] * 2.0
 
 
-def _scored(name, correct, targets, speed):
+def _scored(name, correct, targets, speed, size=1.0):
     head = Head()
     logits = _logits(correct, targets)
-    return Scored(name, None, head, head.metrics(logits, targets, LABELS), logits, speed, 1.0)
+    return Scored(name, None, head, head.metrics(logits, targets, LABELS), logits, speed, size)
 
 
 def test_the_fastest_candidate_within_one_paired_se_of_the_best_ships():
@@ -48,6 +48,23 @@ def test_the_fastest_candidate_within_one_paired_se_of_the_best_ships():
     worse[np.flatnonzero(best)[:8]] = False
     chosen, rows = pick([slow, _scored("quick", worse, targets, speed=500.0)], "accuracy", targets, LABELS)
     assert chosen is slow and rows[1]["holds_best"] is False
+
+
+def test_among_speeds_within_the_timing_noise_the_smallest_ships_and_a_clear_speed_gap_still_decides():
+    rng = np.random.default_rng(2)
+    targets = rng.integers(0, 2, 300)
+    right = rng.random(300) < 0.9
+    # the same score; the big one read 3.5 % faster this time: timing noise, the smaller file ships
+    big = _scored("big", right, targets, speed=3530.0, size=2.0)
+    small = _scored("small", right, targets, speed=3410.0, size=0.5)
+    assert pick([big, small], "accuracy", targets, LABELS)[0] is small
+    assert pick([small, big], "accuracy", targets, LABELS)[0] is small
+    # 20 % faster is past the noise: the faster one ships whatever its size
+    quick_big = _scored("quick_big", right, targets, speed=4100.0, size=2.0)
+    assert pick([quick_big, small], "accuracy", targets, LABELS)[0] is quick_big
+    # a smaller candidate that does not hold the score never ships, however alike its speed
+    worse_small = _scored("worse_small", right & (rng.random(300) < 0.7), targets, speed=3500.0, size=0.1)
+    assert pick([big, worse_small], "accuracy", targets, LABELS)[0] is big
 
 
 def test_the_best_wins_when_it_is_also_the_fastest_and_a_lower_loss_is_better():
