@@ -203,6 +203,28 @@ def tokenize_splits(
     return out
 
 
+def first_windows(split: TokenizedSplit) -> TokenizedSplit:
+    """The split with one row per example, each example's first window (what truncating at the head
+    keeps); the split itself where it is not windowed."""
+    if split.windows is None:
+        return split
+    first = np.concatenate([[0], np.cumsum(split.windows)[:-1]]).astype(np.int64)  # [N] each example's first row
+    return dataclasses.replace(
+        split, input_ids=[split.input_ids[i] for i in first], lengths=split.lengths[first], windows=None,
+        token_type_ids=None if split.token_type_ids is None else [split.token_type_ids[i] for i in first],
+    )
+
+
+def example_means(rows: np.ndarray, windows: np.ndarray | None) -> np.ndarray:
+    """[N, ...] the mean of each example's rows of `rows` [num_rows, ...] (example i's windows[i]
+    rows, after those of example i - 1); `rows` itself where `windows` is None."""
+    if windows is None:
+        return rows
+    starts = np.concatenate([[0], np.cumsum(windows)[:-1]]).astype(np.int64)
+    sums = np.add.reduceat(rows, starts, axis=0) if len(starts) else rows[:0]
+    return (sums / np.asarray(windows, dtype=rows.dtype).reshape(-1, *([1] * (rows.ndim - 1)))).astype(rows.dtype)
+
+
 # ---- batching -------------------------------------------------------------------------------------------
 
 

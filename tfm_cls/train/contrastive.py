@@ -30,7 +30,7 @@ import torch.nn.functional as F
 from torch import Tensor, nn
 
 from tfm_cls import runs as R
-from tfm_cls.data.tokenized import TokenizedSplit, collate
+from tfm_cls.data.tokenized import TokenizedSplit, collate, example_means, first_windows
 from tfm_cls.training import distributed as D
 from tfm_cls.training.engine import Engine, TrainState
 from tfm_cls.training.precision import Precision
@@ -148,6 +148,15 @@ def sentence_vectors(classifier: nn.Module, split: TokenizedSplit, batch_size: i
     return np.concatenate(out) if out else np.zeros((0, classifier.config["d_model"]), np.float32)
 
 
+def example_vectors(classifier: nn.Module, split: TokenizedSplit, device: torch.device | str = "cpu") -> np.ndarray:
+    """[N, d_model] one vector per example: its unit sentence vector, or for a windowed split (a long
+    text read whole, `inference.chunk`) the mean of its windows' unit vectors. Not normalised again:
+    a linear head's logits of the mean are the mean of the windows' logits, which is what chunked
+    inference computes (LongText aggregate `mean` of `logits`), so the head is fitted on exactly
+    what the deployed model reads."""
+    return example_means(sentence_vectors(classifier, split, device=device), split.windows)
+
+
 def logistic_head(vectors: np.ndarray, labels: np.ndarray, num_outputs: int, c: float = 1.0,
                   seed: int = 0) -> tuple[np.ndarray, np.ndarray]:
     """(weight [num_outputs, D], bias [num_outputs]) of scikit-learn's LogisticRegression(C=c) on
@@ -185,11 +194,12 @@ def logistic_head(vectors: np.ndarray, labels: np.ndarray, num_outputs: int, c: 
 def fit_head(classifier: nn.Module, split: TokenizedSplit, c: float = 1.0, seed: int = 0,
              device: torch.device | str = "cpu") -> dict[str, Any]:
     """Fit the classifier's linear head as a logistic regression of the training texts' unit
-    vectors (the body frozen, as SetFit's). The classifier must normalise its vectors itself
+    vectors (the body frozen, as SetFit's; a windowed split's texts by the mean of their windows'
+    vectors, `example_vectors`). The classifier must normalise its vectors itself
     (`normalize=True`), so that the exported model computes exactly what the head was fitted on."""
     if not classifier.config.get("normalize"):
         raise ValueError("fit_head needs a classifier built with normalize=True (its head reads unit vectors)")
-    vectors = sentence_vectors(classifier, split, device=device)  # [N, D]
+    vectors = example_vectors(classifier, split, device=device)  # [N, D]
     weight, bias = logistic_head(vectors, split.labels, classifier.head.out_features, c, seed)
     with torch.no_grad():
         classifier.head.weight.copy_(torch.from_numpy(weight))
@@ -220,7 +230,8 @@ def fit_contrastive(cfg: Any, classifier: nn.Module, train_split: TokenizedSplit
     cc = cfg.contrastive
     pairs = contrastive_pairs(np.asarray(train_split.labels), cc.iterations, cfg.seed)  # [P, 3]
     pad_id = classifier.config.get("pad_token_id") or 0
-    task = ContrastiveTask(classifier, train_split, pairs, cc.batch_size, run_dir, env, pad_id)
+    # the pairs read each text's first window (SetFit's truncation); the head then reads them whole
+    task = ContrastiveTask(classifier, first_windows(train_split), pairs, cc.batch_size, run_dir, env, pad_id)
     logger.info("contrastive: %d pairs of %d training texts (%d iterations), batch %d, lr %g", len(pairs),
                 train_split.num_rows, cc.iterations, cc.batch_size, cc.lr)
     engine = Engine(task, pair_schedule(cfg), env, amp, run_dir)

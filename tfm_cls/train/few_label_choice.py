@@ -35,11 +35,11 @@ from torch import nn
 from tfm_cls.classify.candidates import paired_se, size_mb, texts_per_second
 from tfm_cls.classify.heads import head_for
 from tfm_cls.classify.wide_fit import _fit, bag_matrix, set_idf
-from tfm_cls.data.tokenized import TokenizedSplit
+from tfm_cls.data.tokenized import TokenizedSplit, first_windows
 from tfm_cls.data.tokenizer import PAD_ID
 from tfm_cls.model.bag import BagOfTermsClassifier
 from tfm_cls.model.wide import BUCKETS
-from tfm_cls.train.contrastive import logistic_head, sentence_vectors
+from tfm_cls.train.contrastive import example_vectors, logistic_head
 from tfm_cls.training.best import HIGHER_IS_BETTER
 
 logger = logging.getLogger(__name__)
@@ -84,7 +84,11 @@ def _bag_model(model: nn.Module, split: TokenizedSplit, num_outputs: int) -> Bag
 
 
 def cross_validate(cfg: Any, model: nn.Module, split: TokenizedSplit, labels: list[str]) -> FewLabelChoice:
-    """The module docstring's choice on the labelled texts `split` (the run's whole training split)."""
+    """The module docstring's choice on the labelled texts `split` (the run's whole training split;
+    windowed where long texts are read whole: the encoder's vectors are then each text's mean over
+    its windows, as its fitted head will read them, and the bag reads each text's first window)."""
+    vectors = example_vectors(model, split)  # [N, D] the pretrained encoder's, frozen
+    split = first_windows(split)
     head = head_for(cfg, split.labels, labels=labels)
     targets = np.asarray(split.labels)
     metric = cfg.train.best_metric
@@ -95,7 +99,6 @@ def cross_validate(cfg: Any, model: nn.Module, split: TokenizedSplit, labels: li
 
     bag = _bag_model(model, split, num_outputs)
     bags = bag_matrix(bag.wide, split)  # [N, rows] sparse
-    vectors = sentence_vectors(model, split)  # [N, D] the pretrained encoder's, frozen
     target_tensor = torch.from_numpy(split.row_labels(list(range(split.num_rows))))
     zero_bias = torch.zeros(num_outputs)
     bag_logits = np.zeros((split.num_rows, num_outputs), np.float32)

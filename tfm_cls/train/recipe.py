@@ -235,8 +235,10 @@ def train(
             write_json(run_dir / R.LABELS_FILE, data.labels)
             save_tokenizer(tokenizer, run_dir / R.TOKENIZER_FILE)
         with D.main_first(env):
+            # few labels read whole (inference.chunk): the training texts' windows too, for the head's vectors
             splits = tokenize_splits(data.splits, tokenizer, long_text_of(cfg.tokenizer, cfg.inference),
-                                     train_windows=cfg.train.window == "random")
+                                     train_windows=cfg.train.window == "random"
+                                     or bool(cfg.contrastive.iterations and cfg.inference.chunk))
         if cfg.contrastive.iterations:  # few labelled texts: pairs, then a fitted head (tfm_cls.train.contrastive)
             return _few_labels(cfg, model, splits, data, run_dir, env, amp, resume)
         # the wide branch (tfm_cls.classify.wide_fit): its IDF table and warm start on a fresh run,

@@ -221,6 +221,12 @@ def _few_shot(c: _Choices, profile: DataProfile, minutes: float) -> None:
     c.set(f"{FEW_SHOT_LENGTH} tokens (sentence-transformers' length for this encoder, SetFit's): the lengths of a few "
           "dozen training texts say little about the texts it will read, and a cut from them truncated test "
           "texts (sst2 at 8 a class: 32 tokens, 5 % of its test sentences longer)", tokenizer__max_length=FEW_SHOT_LENGTH)
+    if profile.task == "single_label":
+        c.set(f"a text longer than {FEW_SHOT_LENGTH} tokens is read whole, as windows whose logits are averaged "
+              "(inference.chunk; a shorter one is one window, as before), and the head is fitted on each training "
+              "text's mean window vector, which gives exactly those averaged logits: a few training texts say "
+              "nothing of how long the texts it will read are, and a review cut at its first 256 tokens loses "
+              "its verdict", inference__chunk=True)
     c.set(f"{n} training texts, median {per['median']} per label: SetFit's contrastive fine-tuning (pairs of texts, "
           "cosine loss; 20 pair iterations, batch 16, body lr 2e-5, one epoch: its paper's settings, chosen on "
           "other data) then a logistic-regression head on the unit sentence vectors, C 16 (decided on sst2 and "

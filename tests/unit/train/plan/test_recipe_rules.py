@@ -34,6 +34,17 @@ def test_eight_examples_per_class_take_the_contrastive_recipe_and_keep_every_exa
     assert cfg.contrastive.iterations == 20 and cfg.model.normalize and cfg.data.validation_fraction == 0
     assert cfg.name == "few" and cfg.data.path == str(folder)
     assert any("contrastive" in line for line in plan.describe())  # the reason is given with the choice
+    # a long text is read whole (its windows' logits averaged), whatever the few training texts' lengths
+    assert cfg.inference.chunk is True and cfg.inference.aggregate == "mean"
+    assert cfg.inference.aggregate_scores == "logits"  # the mean the head was fitted for (example_vectors)
+
+
+def test_few_labelled_label_lists_are_not_read_as_windows(tmp_path):
+    rows = [{"text": r["text"], "labels": [CLASSES[r["label"]]]} for r in make_texts(24, 0)]
+    plan = plan_run(profile_data(write_dataset(tmp_path / "few_multi", {"train": rows})))
+    cfg = plan.config()
+    assert plan.regime == "few_shot" and cfg.data.task == "multi_label"
+    assert cfg.inference.chunk is False  # chunked inference aggregates single-label scores only
 
 
 def test_many_examples_take_the_fine_tuned_encoder_with_the_fitted_branch_and_a_step_zero_evaluation(tmp_path):
