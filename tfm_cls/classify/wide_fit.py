@@ -12,9 +12,9 @@ The warm start fits the branch, which is linear, first: the training texts' bags
 (exactly the branch's `terms` / `shares`, a sparse [N, rows] matrix) and the head's own
 loss, full-batch L-BFGS with an L2 penalty whose strength is picked on validation: the TF-IDF +
 logistic regression baseline fitted in seconds inside the network. With `wide.loss:
-squared_hinge` (multi-label) the loss is LinearSVC's instead, one-vs-rest L2-SVMs, and their
-margins become log-odds by Platt scaling (a scale and a shift per label, fitted on out-of-fold
-margins). Without a warm start the branch learns the same words 32 texts a step (at `wide.lr`),
+squared_hinge` the loss is LinearSVC's instead, one-vs-rest L2-SVMs, and their margins become
+log-odds by Platt scaling (multi-label: a scale and a shift per label) or the logits of one softmax
+(single-label: one scale and a shift per class, `softmax_scaling`), fitted on out-of-fold margins. Without a warm start the branch learns the same words 32 texts a step (at `wide.lr`),
 which on long documents a CPU budget buys a few epochs of.
 
 The branch then stays fixed and the encoder learns what the words miss, by stacking (Wolpert
@@ -98,6 +98,23 @@ def platt(scores: Tensor, targets: Tensor) -> tuple[Tensor, Tensor]:
     return scale.detach(), shift.detach()
 
 
+def softmax_scaling(scores: Tensor, targets: Tensor) -> tuple[Tensor, Tensor]:
+    """(scale [C], the same value in every column; shift [C]) such that softmax(scale * scores + shift)
+    fits the class ids [N]: one temperature and a shift per class, by cross-entropy. The single-label
+    counterpart of `platt`: one-vs-rest margins become the logits of one softmax."""
+    scale, shift = torch.ones(1, requires_grad=True), torch.zeros(scores.shape[1], requires_grad=True)
+    optimizer = torch.optim.LBFGS([scale, shift], lr=1.0, max_iter=100, line_search_fn="strong_wolfe")
+
+    def closure() -> Tensor:
+        optimizer.zero_grad()
+        loss = nn.functional.cross_entropy(scores * scale + shift, targets)
+        loss.backward()
+        return loss
+
+    optimizer.step(closure)
+    return scale.detach().expand(scores.shape[1]).clone(), shift.detach()
+
+
 def document_frequencies(branch: WideBranch, split: TokenizedSplit) -> np.ndarray:
     """[rows of the branch's table] in how many rows of the split each term (`branch.terms`) occurs."""
     df = np.zeros(branch.rows, dtype=np.int64)
@@ -163,7 +180,8 @@ def out_of_fold_logits(bags: Tensor, targets: Tensor, fit: Callable[[Tensor, Ten
 
 def _fit_svm(bags: Tensor, targets: Tensor, c: float) -> tuple[Tensor, Tensor]:
     """(weights [rows, C], bias [C]) of one scikit-learn LinearSVC per label (squared hinge, L2, the
-    intercept penalised as liblinear does) on the bags [N, rows] and 0 / 1 targets [N, C]: liblinear's
+    intercept penalised as liblinear does) on the bags [N, rows] and 0 / 1 targets [N, C] (one-hot
+    class ids: each class against the rest, LinearSVC's multi-class default): liblinear's
     dual coordinate descent fits 62 labels x 290k rows in seconds where L-BFGS over the same
     weights took minutes. A label all of one value gets zero weights and a margin of -1 or +1."""
     from scipy import sparse
@@ -248,6 +266,9 @@ def warm_start(model: nn.Module, head: Any, train: TokenizedSplit, validation: T
     bags, targets = bag_matrix(branch, train), torch.from_numpy(train.row_labels(list(range(train.num_rows))))
     bias = model.head.bias.detach().float().cpu()
     hinge = loss == "squared_hinge"
+    single = targets.ndim == 1  # class ids: hinge margins are one class against the rest, then one softmax
+    svm_targets = nn.functional.one_hot(targets, bias.numel()).float() if hinge and single else targets
+    calibrate = softmax_scaling if single else platt
     has_validation = validation is not None and validation.num_rows > 0
     grid = (HINGE_C if hinge else WARM_START_C) if has_validation else ((1.0,) if hinge else (10.0,))
     if has_validation:
@@ -265,13 +286,13 @@ def warm_start(model: nn.Module, head: Any, train: TokenizedSplit, validation: T
             clock.shrink(f"the warm start's C grid stopped before C {c:g} ({max(clock.left(), 0):.0f} s left)")
             break
         fit_started = time.monotonic()
-        weights, fitted_bias = _fit_svm(bags, targets, c) if hinge else _fit(bags, targets, head.loss, fitted_bias, c,
-                                                                               weights, deadline)
+        weights, fitted_bias = _fit_svm(bags, svm_targets, c) if hinge else _fit(bags, targets, head.loss, fitted_bias,
+                                                                                   c, weights, deadline)
         score = math.nan
         if has_validation:
             logits = val_bags @ weights + fitted_bias  # [rows, C]
             if hinge:
-                scale, shift = platt(logits, torch.from_numpy(val_targets))
+                scale, shift = calibrate(logits, torch.from_numpy(val_targets))
                 logits = logits * scale + shift
             judge.tune(logits.numpy(), val_targets)
             score = float(judge.metrics(logits.numpy(), val_targets, names)[best_metric])
@@ -284,14 +305,14 @@ def warm_start(model: nn.Module, head: Any, train: TokenizedSplit, validation: T
     # from the held-out rows into their logits wherever L-BFGS stops short of the optimum
     fit = (lambda b, t: _fit_svm(b, t, c)) if hinge else (lambda b, t: _fit(b, t, head.loss, bias, c))
     if _affords(clock, 2 * fit_seconds * WARM_START_FOLDS):  # a fold starts from zeros: ~2x a grid step
-        out_of_fold = out_of_fold_logits(bags, targets, fit, bias.numel())  # [rows, C]
+        out_of_fold = out_of_fold_logits(bags, svm_targets, fit, bias.numel())  # [rows, C]
     else:  # no time for the folds: the encoder's targets are the full branch's (zero offsets)
         clock.shrink(f"no out-of-fold logits for the encoder's targets ({WARM_START_FOLDS} fits of ~{fit_seconds:.0f} s; "
                      f"{max(clock.left(), 0):.0f} s left)")
         with torch.no_grad():
             out_of_fold = bags @ weights + fitted_bias
-    if hinge:  # margins -> log-odds, fitted where the margins are those of unseen texts
-        scale, shift = platt(out_of_fold, targets)
+    if hinge:  # margins -> log-odds (softmax logits), fitted where the margins are those of unseen texts
+        scale, shift = calibrate(out_of_fold, targets)
         out_of_fold = out_of_fold * scale + shift
         weights, fitted_bias = weights * scale, fitted_bias * scale + shift
     with torch.no_grad():
@@ -304,9 +325,9 @@ def warm_start(model: nn.Module, head: Any, train: TokenizedSplit, validation: T
         in_sample = bags @ weights + fitted_bias  # [rows, C]
     offsets = out_of_fold - in_sample
     seconds = time.monotonic() - started
+    fitted_with = ("squared hinge + " + ("softmax scaling" if single else "Platt")) if hinge else "the head's loss"
     logger.info("wide warm start: the bag-of-terms branch fitted (%s, C %g, %d training rows, %d folds for the "
-                "encoder's targets) in %.1f s", "squared hinge + Platt" if hinge else "the head's loss", c,
-                train.num_rows, WARM_START_FOLDS, seconds)
+                "encoder's targets) in %.1f s", fitted_with, c, train.num_rows, WARM_START_FOLDS, seconds)
     return offsets.numpy().astype(np.float32), {"C": c, "validation_score": score, "seconds": seconds,
                                                 "bias": fitted_bias.detach().float().cpu()}
 

@@ -505,9 +505,9 @@ class ClassifierConfig(RunConfig):
             f"train.class_weight applies to single_label only (data.task={self.data.task})"
             + ("; multi-label data take multi_label.pos_weight" if self.data.task == "multi_label" else ""),
         )
-        require(self.wide.loss == "head" or self.data.task == "multi_label",
-                f"wide.loss={self.wide.loss} fits one-vs-rest labels: it needs data.task: multi_label "
-                f"(got {self.data.task})")
+        require(self.wide.loss == "head" or self.data.task in ("single_label", "multi_label"),
+                f"wide.loss={self.wide.loss} fits one-vs-rest classes or labels: it needs data.task: single_label "
+                f"or multi_label (got {self.data.task})")
         if self.contrastive.iterations:
             require(self.model.normalize and self.data.task != "regression" and self.data.text_pair_column is None
                     and not self.wide.enabled,

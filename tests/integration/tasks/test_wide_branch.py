@@ -300,8 +300,10 @@ def test_a_tfidf_warm_started_run_exports_and_the_runtime_gives_its_scores(tmp_p
     (["wide.encoder_length=8"], "wide.encoder_length=8: needs wide.enabled: true"),
     (["wide.loss=squared_hinge"], "wide.loss=squared_hinge is a loss of the warm start's fit: it needs "
                                   "wide.warm_start: true"),
-    (["wide.enabled=true", "wide.warm_start=true", "wide.loss=squared_hinge"],
-     "wide.loss=squared_hinge fits one-vs-rest labels: it needs data.task: multi_label"),
+    (["wide.enabled=true", "wide.warm_start=true", "wide.loss=squared_hinge", "data.task=regression",
+      "train.best_metric=pearson"],
+     "wide.loss=squared_hinge fits one-vs-rest classes or labels: it needs data.task: single_label or multi_label "
+     r"\(got regression\)"),
     (["wide.warm_start=true"], "wide.warm_start fits the bag-of-tokens branch: it needs wide.enabled: true"),
     (["wide.lr=0"], "wide.lr: expected > 0"),
     (["wide.weighting=idf"], r"wide.weighting: expected one of \['count', 'tfidf'\]"),
@@ -413,6 +415,47 @@ def test_a_squared_hinge_warm_start_leaves_a_branch_of_log_odds():
     with torch.no_grad():
         in_sample = bags @ model.wide.weight.detach() + model.head.bias
     targets = torch.from_numpy(train_targets)
+    assert offsets.shape == (120, 3) and head.loss(in_sample + torch.from_numpy(offsets), targets) > head.loss(
+        in_sample, targets)
+
+
+def test_a_single_label_squared_hinge_warm_start_is_linearsvc_scaled_into_one_softmax():
+    from sklearn.svm import LinearSVC
+
+    from tfm_cls.classify.wide_fit import HINGE_C
+
+    rng = np.random.default_rng(4)
+
+    def rows_of(n):
+        labels = rng.integers(0, 3, n)
+        return [[int(t) for t in np.concatenate([rng.integers(10 + 10 * y, 20 + 10 * y, 2), rng.integers(1, 10, 5)])]
+                for y in labels], labels
+
+    (train_rows, train_labels), (val_rows, val_labels) = rows_of(120), rows_of(60)
+    train_split, head = _split(train_rows, train_labels), SingleLabelHead()
+    model = _tfidf_model()
+    set_idf(model.wide, train_split)
+    offsets, chosen = warm_start(model, head, train_split, _split(val_rows, val_labels), "accuracy", ["a", "b", "c"],
+                                 loss="squared_hinge")
+    assert chosen["C"] in HINGE_C and chosen["validation_score"] > 0.9
+    # the branch is LinearSVC's one-vs-rest weights at the chosen C times one positive scale
+    bags = bag_matrix(model.wide, train_split)
+    svc = LinearSVC(C=chosen["C"], max_iter=2000).fit(bags.to_dense().numpy(), train_labels)
+    weights = model.wide.weight.detach().numpy()  # [rows, 3]
+    used = np.abs(svc.coef_.T) > 1e-3
+    ratio = weights[used] / svc.coef_.T[used]
+    assert ratio.min() > 0 and ratio.std() / ratio.mean() < 1e-3
+    # logits of one softmax, not margins: the mean probability of each class is near its frequency
+    with torch.no_grad():
+        width = max(map(len, val_rows))
+        ids = torch.tensor([r + [0] * (width - len(r)) for r in val_rows])
+        probabilities = torch.softmax(model.wide(ids, (ids != 0).long()) + model.head.bias, -1).numpy()
+    assert (probabilities.argmax(1) == val_labels).mean() > 0.9
+    assert probabilities.mean(0) == pytest.approx(np.bincount(val_labels, minlength=3) / len(val_labels), abs=0.1)
+    # the offsets are out-of-fold minus in-sample: out of fold, the fit is worse on its rows
+    with torch.no_grad():
+        in_sample = bags @ model.wide.weight.detach() + model.head.bias
+    targets = torch.from_numpy(train_labels)
     assert offsets.shape == (120, 3) and head.loss(in_sample + torch.from_numpy(offsets), targets) > head.loss(
         in_sample, targets)
 
