@@ -63,6 +63,9 @@ BOOTSTRAP_SAMPLES = 200
 SPEED_ROWS = 256
 """At most this many validation rows are timed per candidate (SPEED_SECONDS bounds it too)."""
 SPEED_SECONDS = 10.0
+MIN_SPEED_SECONDS = 0.5
+"""A split whose rows take less than this is timed over again until this long has passed (one pass of
+30 texts through a tiny model is a few milliseconds: a timer's noise, not a speed)."""
 SPEED_NOISE = 0.10
 """Texts/s within this fraction of the fastest holding candidate's count as alike (one-thread timings of
 the same model on a loaded 2-core box vary by several percent); the smaller of those ships."""
@@ -116,8 +119,8 @@ def size_mb(model: nn.Module) -> float:
 def texts_per_second(model: nn.Module, split: TokenizedSplit, pad_id: int, batch_size: int = 32,
                      rows: int = SPEED_ROWS, seconds: float = SPEED_SECONDS) -> float:
     """Texts a second of `model` on one CPU thread over the split's first `rows` rows in batches of
-    `batch_size` (one batch first, untimed, to warm up; stops after `seconds`). A windowed split
-    counts its rows per example."""
+    `batch_size` (one batch first, untimed, to warm up; stops after `seconds`; a split read in less
+    than MIN_SPEED_SECONDS is read again until then). A windowed split counts its rows per example."""
     model_was_training, threads = model.training, torch.get_num_threads()
     model.eval()
     torch.set_num_threads(1)
@@ -125,26 +128,23 @@ def texts_per_second(model: nn.Module, split: TokenizedSplit, pad_id: int, batch
         indices = list(range(min(rows, split.num_rows)))
         batches = [indices[i:i + batch_size] for i in range(0, len(indices), batch_size)]
         device = next(model.parameters()).device
-        timed, started = 0, None
-        for i, batch_rows in enumerate(batches):
+        inputs = []
+        for batch_rows in batches:
             batch = collate(split, batch_rows, pad_id)
-            inputs = [batch["input_ids"].to(device), batch["attention_mask"].to(device)]
-            if "token_type_ids" in batch:
-                inputs.append(batch["token_type_ids"].to(device))
-            model(*inputs)
-            if i == 0:
-                started = time.perf_counter()
-                continue
-            timed += len(batch_rows)
-            if time.perf_counter() - started > seconds:
-                break
-        if started is None or timed == 0:  # one batch only: time it again
-            started, timed = time.perf_counter(), len(batches[0]) if batches else 0
-            if batches:
-                batch = collate(split, batches[0], pad_id)
-                model(batch["input_ids"].to(device), batch["attention_mask"].to(device),
-                      *([batch["token_type_ids"].to(device)] if "token_type_ids" in batch else []))
-        elapsed = max(time.perf_counter() - started, 1e-9)
+            inputs.append((len(batch_rows), [batch[key].to(device) for key in ("input_ids", "attention_mask",
+                                                                             "token_type_ids") if key in batch]))
+        if inputs:
+            model(*inputs[0][1])  # warm-up, untimed
+        # every batch once (or until `seconds`), then round again until MIN_SPEED_SECONDS have passed
+        timed, started, elapsed = 0, time.perf_counter(), 0.0
+        while inputs and elapsed < min(MIN_SPEED_SECONDS, seconds):
+            for count, tensors in inputs:
+                model(*tensors)
+                timed += count
+                elapsed = time.perf_counter() - started
+                if elapsed > seconds:
+                    break
+        elapsed = max(elapsed, 1e-9)
     finally:
         torch.set_num_threads(threads)
         model.train(model_was_training)
