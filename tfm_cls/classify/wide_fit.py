@@ -72,10 +72,12 @@ WARM_START_ITERATIONS = 200
 """At most this many L-BFGS iterations a fit (each a pass over the training bags, plus its line search)."""
 WARM_START_FOLDS = 5
 """Folds of the out-of-fold logits the encoder trains against."""
-HINGE_C = (0.1, 0.3, 1.0, 3.0, 10.0)
+HINGE_C = (1.0, 0.3, 3.0, 0.1, 10.0)
 """C of the squared-hinge fit, LinearSVC's (C x the sum of the losses + ||W||^2 / 2), log-spaced
 around its default 1: on validation the long-tailed set's documents chose the top of a 0.25-4 grid,
-go_emotions' comments its bottom (docs/tasks.md)."""
+go_emotions' comments its bottom (docs/tasks.md); six single-label sets chose 0.3 to 10
+(benchmarks/bag_loss.py). Tried from the middle out (liblinear starts every fit afresh, so the order
+costs nothing): a grid the clock cuts after two or three values keeps those nearest the default."""
 
 
 def platt(scores: Tensor, targets: Tensor) -> tuple[Tensor, Tensor]:
@@ -280,7 +282,7 @@ def warm_start(model: nn.Module, head: Any, train: TokenizedSplit, validation: T
     weights, fitted_bias = None, bias
     fit_seconds = 0.0
     deadline = _deadline(clock)
-    for i, c in enumerate(grid):  # C rising, each L-BFGS fit from the last one's solution (a regularisation path)
+    for i, c in enumerate(grid):  # L-BFGS: C rising, each fit from the last one's solution (a regularisation path)
         past_deadline = deadline is not None and time.monotonic() >= deadline
         if i > 0 and (past_deadline or (i >= MIN_GRID and not _affords(clock, 2 * fit_seconds))):
             clock.shrink(f"the warm start's C grid stopped before C {c:g} ({max(clock.left(), 0):.0f} s left)")
