@@ -87,34 +87,31 @@ def platt(scores: Tensor, targets: Tensor) -> tuple[Tensor, Tensor]:
     targets = targets.to(scores.dtype)
     positives, negatives = targets.sum(dim=0), (1.0 - targets).sum(dim=0)  # [C]
     soft = torch.where(targets > 0, (positives + 1.0) / (positives + 2.0), 1.0 / (negatives + 2.0))  # [N, C]
-    scale, shift = torch.ones(scores.shape[1], requires_grad=True), torch.zeros(scores.shape[1], requires_grad=True)
-    optimizer = torch.optim.LBFGS([scale, shift], lr=1.0, max_iter=100, line_search_fn="strong_wolfe")
-
-    def closure() -> Tensor:
-        optimizer.zero_grad()
-        loss = nn.functional.binary_cross_entropy_with_logits(scores * scale + shift, soft)
-        loss.backward()
-        return loss
-
-    optimizer.step(closure)
-    return scale.detach(), shift.detach()
+    return _scale_and_shift(scores, scores.shape[1],
+                            lambda logits: nn.functional.binary_cross_entropy_with_logits(logits, soft))
 
 
 def softmax_scaling(scores: Tensor, targets: Tensor) -> tuple[Tensor, Tensor]:
     """(scale [C], the same value in every column; shift [C]) such that softmax(scale * scores + shift)
     fits the class ids [N]: one temperature and a shift per class, by cross-entropy. The single-label
     counterpart of `platt`: one-vs-rest margins become the logits of one softmax."""
-    scale, shift = torch.ones(1, requires_grad=True), torch.zeros(scores.shape[1], requires_grad=True)
+    scale, shift = _scale_and_shift(scores, 1, lambda logits: nn.functional.cross_entropy(logits, targets))
+    return scale.expand(scores.shape[1]).clone(), shift
+
+
+def _scale_and_shift(scores: Tensor, scales: int, loss: Callable[[Tensor], Tensor]) -> tuple[Tensor, Tensor]:
+    """(scale [scales], shift [C]) minimising loss(scores [N, C] * scale + shift) by L-BFGS from (1, 0)."""
+    scale, shift = torch.ones(scales, requires_grad=True), torch.zeros(scores.shape[1], requires_grad=True)
     optimizer = torch.optim.LBFGS([scale, shift], lr=1.0, max_iter=100, line_search_fn="strong_wolfe")
 
     def closure() -> Tensor:
         optimizer.zero_grad()
-        loss = nn.functional.cross_entropy(scores * scale + shift, targets)
-        loss.backward()
-        return loss
+        value = loss(scores * scale + shift)
+        value.backward()
+        return value
 
     optimizer.step(closure)
-    return scale.detach().expand(scores.shape[1]).clone(), shift.detach()
+    return scale.detach(), shift.detach()
 
 
 def document_frequencies(branch: WideBranch, split: TokenizedSplit) -> np.ndarray:

@@ -208,21 +208,17 @@ def first_windows(split: TokenizedSplit) -> TokenizedSplit:
     keeps); the split itself where it is not windowed."""
     if split.windows is None:
         return split
-    first = np.concatenate([[0], np.cumsum(split.windows)[:-1]]).astype(np.int64)  # [N] each example's first row
+    first = first_rows(split.windows)
     return dataclasses.replace(
         split, input_ids=[split.input_ids[i] for i in first], lengths=split.lengths[first], windows=None,
         token_type_ids=None if split.token_type_ids is None else [split.token_type_ids[i] for i in first],
     )
 
 
-def example_means(rows: np.ndarray, windows: np.ndarray | None) -> np.ndarray:
-    """[N, ...] the mean of each example's rows of `rows` [num_rows, ...] (example i's windows[i]
-    rows, after those of example i - 1); `rows` itself where `windows` is None."""
-    if windows is None:
-        return rows
-    starts = np.concatenate([[0], np.cumsum(windows)[:-1]]).astype(np.int64)
-    sums = np.add.reduceat(rows, starts, axis=0) if len(starts) else rows[:0]
-    return (sums / np.asarray(windows, dtype=rows.dtype).reshape(-1, *([1] * (rows.ndim - 1)))).astype(rows.dtype)
+def first_rows(windows: np.ndarray) -> np.ndarray:
+    """[N] int64: each example's first row in a windowed split (example i has windows[i] rows, after
+    those of example i - 1)."""
+    return np.concatenate([[0], np.cumsum(np.asarray(windows, dtype=np.int64))[:-1]]).astype(np.int64)
 
 
 # ---- batching -------------------------------------------------------------------------------------------
@@ -233,7 +229,7 @@ def window_rows(windows: np.ndarray, seed: int, epoch: int) -> np.ndarray:
     rows, after those of example i - 1): a window drawn uniformly at random, the same for the same
     (seed, epoch) in every process. [num_examples] row indices, in example order."""
     windows = np.asarray(windows, dtype=np.int64)
-    first = np.concatenate([[0], np.cumsum(windows)[:-1]])  # [N] each example's first row
+    first = first_rows(windows)  # [N]
     rng = np.random.default_rng([seed, epoch, 0x77696E])  # its own stream: the sampler's is [seed, epoch]
     return first + (rng.random(len(windows)) * windows).astype(np.int64)
 

@@ -30,7 +30,8 @@ import torch.nn.functional as F
 from torch import Tensor, nn
 
 from tfm_cls import runs as R
-from tfm_cls.data.tokenized import TokenizedSplit, collate, example_means, first_windows
+from tfm_cls.data.tokenized import TokenizedSplit, collate, first_windows
+from tfm_cls.runtime.text import aggregate_windows
 from tfm_cls.training import distributed as D
 from tfm_cls.training.engine import Engine, TrainState
 from tfm_cls.training.precision import Precision
@@ -153,8 +154,9 @@ def example_vectors(classifier: nn.Module, split: TokenizedSplit, device: torch.
     text read whole, `inference.chunk`) the mean of its windows' unit vectors. Not normalised again:
     a linear head's logits of the mean are the mean of the windows' logits, which is what chunked
     inference computes (LongText aggregate `mean` of `logits`), so the head is fitted on exactly
-    what the deployed model reads."""
-    return example_means(sentence_vectors(classifier, split, device=device), split.windows)
+    what the deployed model reads: the runtime's own aggregation (`aggregate_windows`) does the mean."""
+    vectors = sentence_vectors(classifier, split, device=device)  # [rows, D]
+    return vectors if split.windows is None else aggregate_windows(vectors, split.windows, "mean", "logits")
 
 
 def logistic_head(vectors: np.ndarray, labels: np.ndarray, num_outputs: int, c: float = 1.0,

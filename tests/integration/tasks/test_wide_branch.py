@@ -157,6 +157,14 @@ def _split(rows, labels):
                           num_truncated=0, num_empty=0)
 
 
+def _class_word_rows(rng: np.random.Generator, n: int) -> tuple[list[list[int]], np.ndarray]:
+    """n rows of ids and their class ids: two words of the class's own (10-19, 20-29, 30-39) among five
+    of shared filler (1-9)."""
+    labels = rng.integers(0, 3, n)
+    return [[int(t) for t in np.concatenate([rng.integers(10 + 10 * y, 20 + 10 * y, 2), rng.integers(1, 10, 5)])]
+            for y in labels], labels
+
+
 def test_tfidf_bags_are_scikit_learns_sublinear_tfidf_of_the_tokens():
     from sklearn.feature_extraction.text import TfidfVectorizer
 
@@ -203,14 +211,8 @@ def test_the_warm_start_is_scikit_learns_logistic_regression_on_the_bags():
 
 def test_warm_start_fits_the_branch_and_the_bias_and_picks_c_on_validation():
     rng = np.random.default_rng(1)
-
-    def rows_of(n):
-        labels = rng.integers(0, 3, n)
-        return [[int(t) for t in np.concatenate([rng.integers(10 + 10 * y, 20 + 10 * y, 2), rng.integers(1, 10, 5)])]
-                for y in labels], labels
-
-    train_rows, train_labels = rows_of(90)
-    val_rows, val_labels = rows_of(45)
+    train_rows, train_labels = _class_word_rows(rng, 90)
+    val_rows, val_labels = _class_word_rows(rng, 45)
     train_split, head = _split(train_rows, train_labels), SingleLabelHead()
     model = _tfidf_model()
     set_idf(model.wide, train_split)
@@ -425,13 +427,7 @@ def test_a_single_label_squared_hinge_warm_start_is_linearsvc_scaled_into_one_so
     from tfm_cls.classify.wide_fit import HINGE_C
 
     rng = np.random.default_rng(4)
-
-    def rows_of(n):
-        labels = rng.integers(0, 3, n)
-        return [[int(t) for t in np.concatenate([rng.integers(10 + 10 * y, 20 + 10 * y, 2), rng.integers(1, 10, 5)])]
-                for y in labels], labels
-
-    (train_rows, train_labels), (val_rows, val_labels) = rows_of(120), rows_of(60)
+    (train_rows, train_labels), (val_rows, val_labels) = _class_word_rows(rng, 120), _class_word_rows(rng, 60)
     train_split, head = _split(train_rows, train_labels), SingleLabelHead()
     model = _tfidf_model()
     set_idf(model.wide, train_split)

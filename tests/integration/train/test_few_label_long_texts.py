@@ -8,12 +8,11 @@ import numpy as np
 import pytest
 import torch
 import torch.nn.functional as F
-from kits.tiny_topics import CLASSES, FILLER, TINY, WORDS, write_dataset
+from kits.tiny_topics import CLASSES, FILLER, WORDS, tiny_config, write_dataset
 from tfm_cls.export.exporter import export_run
 
 from tfm_cls import runs as R
 from tfm_cls.classify.predict import run_policy
-from tfm_cls.config import ClassifierConfig, load_config
 from tfm_cls.data.tokenizer import text_encoder
 from tfm_cls.runtime.heads import softmax
 from tfm_cls.runtime.session import Classifier
@@ -33,46 +32,44 @@ def _long_texts(n: int, seed: int) -> list[dict]:
 
 
 @torch.no_grad()
-def _mean_window_vectors(loaded, texts: list[str]) -> tuple[np.ndarray, list[int]]:
-    """[N, D] each text's mean unit window vector as the run's own policy cuts it, and its windows."""
+def _window_vectors(loaded, texts: list[str]) -> list[np.ndarray]:
+    """Per text, its windows' unit vectors [windows, D] as the run's own policy cuts it."""
     enc = text_encoder(loaded.tokenizer, run_policy(loaded)).encode(texts)
-    rows, start, means = enc.ids, 0, []
+    rows, start, out = enc.ids, 0, []
     for count in enc.windows:
-        vectors = [F.normalize(loaded.model.features(torch.tensor([ids]), torch.ones(1, len(ids), dtype=torch.long)),
-                               dim=-1)[0] for ids in rows[start:start + count]]
-        means.append(torch.stack(vectors).mean(dim=0).numpy())
+        out.append(np.stack([F.normalize(loaded.model.features(torch.tensor([ids]), torch.ones(1, len(ids),
+                                                                                                dtype=torch.long)),
+                                         dim=-1)[0].numpy() for ids in rows[start:start + count]]))
         start += count
-    return np.stack(means), enc.windows
+    return out
 
 
 def test_long_few_label_texts_are_read_whole_by_the_head_and_by_the_export(tmp_path):
     train_rows, test_rows = _long_texts(12, 0), _long_texts(9, 1)
     data = write_dataset(tmp_path / "data", {"train": train_rows, "test": test_rows})
     run = tmp_path / "run"
-    cfg = load_config(ClassifierConfig, None, [*TINY, f"data.path={data}", f"run_dir={run}",
-                                               "data.validation_fraction=0", "model.normalize=true",
-                                               "contrastive.iterations=1", "train.best_metric=accuracy",
-                                               "inference.chunk=true"])
+    cfg = tiny_config(data, run, "data.validation_fraction=0", "model.normalize=true", "contrastive.iterations=1",
+                      "train.best_metric=accuracy", "inference.chunk=true")
     metrics = train(cfg)
     assert metrics["candidates"]["chosen"] == "encoder"
     loaded = R.load_run(run)
     texts = [r["text"] for r in train_rows]
     targets = np.array([CLASSES.index(r["label"]) for r in train_rows])
-    means, windows = _mean_window_vectors(loaded, texts)
-    assert min(windows) >= 3  # every training text is several windows long
+    per_text = _window_vectors(loaded, texts)
+    means = np.stack([v.mean(axis=0) for v in per_text])
+    assert min(len(v) for v in per_text) >= 3  # every training text is several windows long
     # the head is the logistic regression of the mean window vectors (not of the first windows')
     weight, bias = logistic_head(means, targets, len(CLASSES), cfg.contrastive.head_c, cfg.seed)
     head = loaded.model.head
     assert head.weight.detach().numpy() == pytest.approx(weight, abs=1e-4)
     assert head.bias.detach().numpy() == pytest.approx(bias, abs=1e-4)
-    first = np.stack([F.normalize(loaded.model.features(torch.tensor([ids]), torch.ones(1, len(ids), dtype=torch.long)),
-                                  dim=-1)[0].detach().numpy()
-                      for ids in [text_encoder(loaded.tokenizer, run_policy(loaded)).encode([t]).ids[0] for t in texts]])
+    first = np.stack([v[0] for v in per_text])
     first_weight, _ = logistic_head(first, targets, len(CLASSES), cfg.contrastive.head_c, cfg.seed)
     assert np.abs(first_weight - weight).max() > 1e-2  # the first windows alone would have given another head
     # the exported model averages its windows' logits: the head on the mean vector, calibrated
     scores, _, counts = Classifier(str(export_run(run))).classify([r["text"] for r in test_rows])
-    test_means, test_windows = _mean_window_vectors(loaded, [r["text"] for r in test_rows])
-    assert list(counts) == list(test_windows) and min(counts) >= 3
+    test_vectors = _window_vectors(loaded, [r["text"] for r in test_rows])
+    test_means = np.stack([v.mean(axis=0) for v in test_vectors])
+    assert list(counts) == [len(v) for v in test_vectors] and min(counts) >= 3
     expected = softmax((test_means @ weight.T + bias) / loaded.temperature)
     assert np.asarray(scores) == pytest.approx(expected, abs=1e-4)

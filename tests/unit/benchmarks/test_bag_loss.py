@@ -3,17 +3,13 @@ tenth of train where there is none), the table's sign and count; sets it cannot 
 from __future__ import annotations
 
 import json
-from pathlib import Path
+
+from kits.tiny_topics import write_dataset
 
 from benchmarks import bag_loss
 from tfm_cls.classify.wide_fit import HINGE_C, WARM_START_C
 
 WORDS = {0: "goal match team score", 1: "stock market price trade", 2: "code software chip cloud"}
-
-
-def _write(folder: Path, split: str, rows: list[dict]) -> None:
-    folder.mkdir(parents=True, exist_ok=True)
-    (folder / f"{split}.jsonl").write_text("".join(json.dumps(r) + "\n" for r in rows), encoding="utf-8")
 
 
 def _rows(n_per_class: int, start: int = 0) -> list[dict]:
@@ -22,12 +18,10 @@ def _rows(n_per_class: int, start: int = 0) -> list[dict]:
 
 
 def test_both_losses_are_scored_on_the_same_features_and_a_pair_set_is_skipped(tmp_path, capsys):
-    topics = tmp_path / "topics"
-    _write(topics, "train", _rows(200))  # no validation split: a tenth of 600 is under MIN_HOLDOUT, which is held out
-    _write(topics, "test", _rows(20, 1000))
-    pairs = tmp_path / "pairs"
-    _write(pairs, "train", [{"sentence_a": "a b", "sentence_b": "c d", "label": i % 2} for i in range(20)])
-    _write(pairs, "test", [{"sentence_a": "a b", "sentence_b": "c d", "label": i % 2} for i in range(4)])
+    # no validation split: a tenth of 600 is under MIN_HOLDOUT, which is held out
+    topics = write_dataset(tmp_path / "topics", {"train": _rows(200), "test": _rows(20, 1000)})
+    pair_rows = lambda n: [{"sentence_a": "a b", "sentence_b": "c d", "label": i % 2} for i in range(n)]  # noqa: E731
+    pairs = write_dataset(tmp_path / "pairs", {"train": pair_rows(20), "test": pair_rows(4)})
     row = bag_loss.measure(topics)
     assert row["validation"] == bag_loss.MIN_HOLDOUT and row["train"] == 600 - bag_loss.MIN_HOLDOUT
     assert row["logistic"]["C"] in WARM_START_C and row["squared_hinge"]["C"] in HINGE_C

@@ -4,7 +4,8 @@ collate."""
 
 import numpy as np
 
-from tfm_cls.data.tokenized import LengthBucketSampler, TokenizedSplit, collate, example_means, first_windows
+from tfm_cls.data.tokenized import LengthBucketSampler, TokenizedSplit, collate, first_rows, first_windows
+from tfm_cls.runtime.text import aggregate_windows
 
 
 def test_sampler_covers_every_example_once_per_epoch_across_ranks():
@@ -50,7 +51,7 @@ def test_collate_pads_and_masks():
     assert batch["labels"].tolist() == [1, 0]
 
 
-def test_first_windows_and_example_means_follow_each_examples_windows():
+def test_first_windows_and_the_mean_of_each_examples_windows_follow_its_windows():
     # three examples of 2, 1 and 3 windows: rows 0-1, 2, 3-5
     ids = [[1, 10, 2], [1, 11, 2], [1, 20, 2], [1, 30, 2], [1, 31, 2], [1, 32, 2]]
     split = TokenizedSplit(input_ids=ids, labels=np.array([0, 1, 2]), lengths=np.array([3] * 6),
@@ -59,5 +60,6 @@ def test_first_windows_and_example_means_follow_each_examples_windows():
     assert first.windows is None and first.num_rows == len(first) == 3
     assert first.input_ids == [[1, 10, 2], [1, 20, 2], [1, 30, 2]] and list(first.labels) == [0, 1, 2]
     rows = np.arange(12, dtype=np.float32).reshape(6, 2)  # [rows, D]
-    assert example_means(rows, split.windows).tolist() == [[1.0, 2.0], [4.0, 5.0], [8.0, 9.0]]
-    assert example_means(rows, None) is rows and first_windows(first) is first
+    # contrastive.example_vectors: the runtime's mean over each example's windows, on vectors as on logits
+    assert aggregate_windows(rows, split.windows, "mean", "logits").tolist() == [[1.0, 2.0], [4.0, 5.0], [8.0, 9.0]]
+    assert first_rows(split.windows).tolist() == [0, 2, 3] and first_windows(first) is first
