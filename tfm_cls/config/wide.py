@@ -61,9 +61,9 @@ class WideConfig:
     ngrams: int = 1
     """1, the bag counts tokens; 2, tokens and pairs of adjacent tokens, each pair hashed into one of
     `buckets` rows (fastText's hashed bigrams): the 1-2-gram features of a TF-IDF baseline, for
-    buckets x classes more parameters."""
+    buckets x classes more parameters; 3, also triples of adjacent tokens, hashed into the same rows."""
     buckets: int = 2**18
-    """With `ngrams: 2`: how many rows the pairs are hashed into (2^18 was as good as 2^20 on
+    """With `ngrams` 2 or 3: how many rows the pairs (and triples) are hashed into (2^18 was as good as 2^20 on
     many-label documents; fewer rows, more collisions)."""
     warm_start: bool = False
     """Before the first step, fit the branch (and the head's bias) as a linear model of the training
@@ -87,9 +87,9 @@ class WideConfig:
                  f"wide.encoder_length={self.encoder_length}: {needs} (the tokens past it are read by the wide "
                  "branch only) and a length >= 2")
         _require(self.enabled or self.weighting == "count", f"wide.weighting={self.weighting}: {needs}")
-        _require(self.ngrams in (1, 2) and (self.enabled or self.ngrams == 1),
-                 f"wide.ngrams={self.ngrams}: expected 1 or 2, and 2 {needs}")
-        _require(self.buckets >= 1, f"wide.buckets: expected >= 1, got {self.buckets}")
+        _require(self.ngrams in (1, 2, 3) and (self.enabled or self.ngrams == 1),
+                 f"wide.ngrams={self.ngrams}: expected 1, 2 or 3, and 2 or 3 {needs}")
+        _require(1 <= self.buckets <= 2**31, f"wide.buckets: expected 1 to 2^31, got {self.buckets}")
         _require(self.lr is None or self.lr > 0, f"wide.lr: expected > 0, got {self.lr}")
         _require(self.enabled or not self.warm_start, f"wide.warm_start fits the bag-of-tokens branch: it {needs}")
         _require(self.loss == "head" or self.warm_start,

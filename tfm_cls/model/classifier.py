@@ -212,8 +212,8 @@ def describe_config(config: dict[str, Any]) -> str:
     from tfm_cls.model.bag import ARCHITECTURE
 
     if config.get("architecture") == ARCHITECTURE:
-        pairs = f" and hashed pairs of adjacent tokens ({config['wide_buckets']} buckets)" if config.get(
-            "wide_ngrams") == 2 else ""
+        grams = {2: "pairs", 3: "pairs and triples"}.get(config.get("wide_ngrams", 1))
+        pairs = f" and hashed {grams} of adjacent tokens ({config['wide_buckets']} buckets)" if grams else ""
         return (f"no encoder: a linear model over a {config.get('wide_weighting', 'count')} bag of the text's "
                 f"{config['vocab_size']} vocabulary tokens{pairs}")
     return (f"{config['num_layers']} layers, d_model {config['d_model']}, {config['nhead']} attention heads, "

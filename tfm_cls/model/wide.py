@@ -5,7 +5,8 @@ Cheng et al. 2016), the torch side of the `wide:` config section (docs/tasks.md,
     logits = encoder_logits + branch(input_ids, attention_mask)     # [B, C]
 
 One weight per (term, class) in `weight` [rows, C]; a text's logits are the sum over its terms
-(`terms`: its tokens and, with ngrams=2, its hashed pairs of adjacent tokens) of each term's
+(`terms`: its tokens and, with ngrams=2, its hashed pairs of adjacent tokens, with ngrams=3 also its
+hashed triples) of each term's
 weights times its share of the L2-normalised bag (`shares`: count or TF-IDF). With `tfidf` the
 inverse document frequencies of the training texts are a buffer, `idf` [rows], set before training
 (tfm_cls.classify.wide_fit). Fitting the weights, the warm start and its offsets are the training
@@ -27,14 +28,20 @@ import torch
 from torch import Tensor, nn
 
 WEIGHTINGS = ("count", "tfidf")
-NGRAMS = (1, 2)
+NGRAMS = (1, 2, 3)
 BUCKETS = 2**18
-"""Rows the pairs of adjacent tokens are hashed into with ngrams=2 (fastText's hashed word
-n-grams; 2^18 measured as good as 2^20 on many-label documents, docs/tasks.md)."""
+"""Rows the pairs (and, with ngrams=3, triples) of adjacent tokens are hashed into (fastText's hashed
+word n-grams, one table for every order; 2^18 measured as good as 2^20 on many-label documents,
+docs/tasks.md)."""
 PAIR_HASH = 2_654_435_761
 """A pair (a, b) of token ids goes to bucket (a * PAIR_HASH + b) mod buckets: Knuth's multiplicative
 hash constant (a prime near 2^32 / golden ratio), so (a, b) and (b, a) differ and neighbouring ids
 spread over the buckets; in int64 without overflow for vocabularies under 3e9."""
+TRIPLE_HASH = 2_246_822_519
+"""A triple (a, b, c) goes to bucket (pair(a, b) * TRIPLE_HASH + c) mod buckets, pair(a, b) its first
+two tokens' bucket: a second multiplier (xxHash's 32-bit prime 2), so a triple's bucket is not that
+of the pair (pair(a, b), c) whenever pair(a, b) is also a token id; in int64 without overflow for
+tables under 2^31 rows."""
 LEGACY_IDF_KEY = "wide_idf"
 """Where models saved before the branch was a module of its own kept `idf`: read as `wide.idf`."""
 
@@ -51,7 +58,7 @@ class WideBranch(nn.Module):
                  ngrams: int = 1, buckets: int = BUCKETS) -> None:
         super().__init__()
         self.vocab_size, self.weighting, self.ngrams = vocab_size, weighting, ngrams
-        self.buckets = buckets if ngrams == 2 else 0
+        self.buckets = buckets if ngrams >= 2 else 0
         self.rows = vocab_size + self.buckets
         self.padding_idx = pad_token_id
         self.lr: float | None = None
@@ -85,13 +92,19 @@ class WideBranch(nn.Module):
         """What the bag counts: input_ids [B, T] -> (terms [B, N] int64 rows of `weight`, keep [B, N]
         bool, False at padding). The tokens (N = T) and, with ngrams=2, also each pair of adjacent
         tokens, hashed into one of `buckets` rows after the vocabulary's (N = 2T - 1): the word
-        bigrams of a TF-IDF n-gram model, in fastText's hashed form."""
+        bigrams of a TF-IDF n-gram model, in fastText's hashed form; with ngrams=3 also each triple
+        of adjacent tokens, hashed into the same rows (N = 3T - 3)."""
         keep = torch.ones_like(input_ids, dtype=torch.bool) if attention_mask is None else attention_mask != 0
         if self.ngrams == 1:
             return input_ids, keep
         pairs = (input_ids[:, :-1] * PAIR_HASH + input_ids[:, 1:]) % self.buckets  # [B, T-1]
-        terms = torch.cat([input_ids, pairs + self.vocab_size], dim=1)  # [B, 2T-1]
-        return terms, torch.cat([keep, keep[:, :-1] & keep[:, 1:]], dim=1)
+        pairs_kept = keep[:, :-1] & keep[:, 1:]  # [B, T-1]
+        if self.ngrams == 2:
+            terms = torch.cat([input_ids, pairs + self.vocab_size], dim=1)  # [B, 2T-1]
+            return terms, torch.cat([keep, pairs_kept], dim=1)
+        triples = (pairs[:, :-1] * TRIPLE_HASH + input_ids[:, 2:]) % self.buckets  # [B, T-2]
+        terms = torch.cat([input_ids, pairs + self.vocab_size, triples + self.vocab_size], dim=1)  # [B, 3T-3]
+        return terms, torch.cat([keep, pairs_kept, pairs_kept[:, :-1] & keep[:, 2:]], dim=1)
 
     def shares(self, terms: Tensor, keep: Tensor) -> Tensor:
         """What each term position adds to the text's bag, terms / keep [B, N] (`terms`) -> [B, N]
@@ -120,7 +133,7 @@ class WideBranch(nn.Module):
         self.idf.copy_(idf)
 
     def extra_repr(self) -> str:
-        pairs = f", pairs in {self.buckets} buckets" if self.ngrams == 2 else ""
+        pairs = {1: "", 2: f", pairs in {self.buckets} buckets", 3: f", pairs and triples in {self.buckets} buckets"}[self.ngrams]
         return f"{self.vocab_size} tokens{pairs}, {self.weight.shape[1]} classes, {self.weighting}"
 
 
@@ -165,8 +178,9 @@ def check_config(config: Mapping[str, Any]) -> None:
     if ngrams not in NGRAMS or (ngrams != 1 and not config.get("wide")):
         raise ValueError(f"TransformerClassifier: wide_ngrams must be one of {list(NGRAMS)} (and needs wide=True), "
                          f"got {ngrams!r}")
-    if ngrams == 2 and not (isinstance(config.get("wide_buckets"), int) and config["wide_buckets"] >= 1):
-        raise ValueError(f"TransformerClassifier: wide_buckets must be a positive integer, got {config.get('wide_buckets')!r}")
+    if ngrams >= 2 and not (isinstance(config.get("wide_buckets"), int) and 1 <= config["wide_buckets"] <= 2**31):
+        raise ValueError("TransformerClassifier: wide_buckets must be an integer from 1 to 2^31 (the hashes' int64 "
+                         f"range), got {config.get('wide_buckets')!r}")
     length = config.get("encoder_length")
     if length is not None and not (config.get("wide") and 2 <= int(length) <= int(config["max_len"])):
         raise ValueError(

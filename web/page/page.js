@@ -40,7 +40,8 @@ const kb = (n) => (n >= 2 ** 20 ? `${(n / 2 ** 20).toFixed(1)} MB` : `${(n / 102
 
 function architecture(c) {
   if (c.architecture === "bag_of_terms") {
-    const pairs = c.wide_ngrams === 2 ? ` + ${c.wide_buckets} buckets of token pairs` : "";
+    const grams = { 2: "token pairs", 3: "token pairs and triples" }[c.wide_ngrams];
+    const pairs = grams ? ` + ${c.wide_buckets} buckets of ${grams}` : "";
     return `bag of terms, no encoder (${c.vocab_size} tokens${pairs}, ${c.wide_weighting ?? "count"})`;
   }
   return `${c.num_layers ?? "?"} layers, d_model ${c.d_model ?? "?"}`;

@@ -250,11 +250,11 @@ def test_warm_start_fits_the_branch_and_the_bias_and_picks_c_on_validation():
     assert counted.wide.weight.abs().max() == 0
 
 
-# the second: the many-labels preset's branch (hashed pairs, the squared-hinge fit), reading 24
-# tokens where the encoder's positions stop at 8
-@pytest.mark.parametrize("extra", [(), ("wide.ngrams=2", "wide.buckets=512", "wide.loss=squared_hinge",
+# the second: the many-labels preset's branch with triples too (hashed pairs and triples, the squared-hinge
+# fit), reading 24 tokens where the encoder's positions stop at 8
+@pytest.mark.parametrize("extra", [(), ("wide.ngrams=3", "wide.buckets=512", "wide.loss=squared_hinge",
                                         "wide.encoder_length=8", "model.max_len=8", "tokenizer.max_length=24")],
-                         ids=["tokens", "pairs-hinge"])
+                         ids=["tokens", "triples-hinge"])
 def test_a_tfidf_warm_started_run_exports_and_the_runtime_gives_its_scores(tmp_path, ml_data, extra):
     run = tmp_path / "run"
     cfg = load_config(ClassifierConfig, None, T.overrides(ml_data, run, *T.MULTI_LABEL, "wide.enabled=true",
@@ -298,7 +298,9 @@ def test_a_tfidf_warm_started_run_exports_and_the_runtime_gives_its_scores(tmp_p
 
 @pytest.mark.parametrize("overrides, message", [
     (["wide.weighting=tfidf"], "wide.weighting=tfidf: needs wide.enabled: true"),
-    (["wide.ngrams=2"], "wide.ngrams=2: expected 1 or 2, and 2 needs wide.enabled: true"),
+    (["wide.ngrams=2"], "wide.ngrams=2: expected 1, 2 or 3, and 2 or 3 needs wide.enabled: true"),
+    (["wide.enabled=true", "wide.ngrams=4"], "wide.ngrams=4: expected 1, 2 or 3"),
+    (["wide.enabled=true", "wide.ngrams=2", "wide.buckets=4294967296"], r"wide.buckets: expected 1 to 2\^31"),
     (["wide.encoder_length=8"], "wide.encoder_length=8: needs wide.enabled: true"),
     (["wide.loss=squared_hinge"], "wide.loss=squared_hinge is a loss of the warm start's fit: it needs "
                                   "wide.warm_start: true"),
@@ -318,30 +320,36 @@ def test_wide_options_without_the_branch_are_one_clear_error(overrides, message)
         load_config(ClassifierConfig, None, overrides)
 
 
-def _pair_model(vocab_size=40, buckets=4096):
+def _pair_model(vocab_size=40, buckets=4096, ngrams=2):
     return TransformerClassifier(vocab_size=vocab_size, num_classes=3, d_model=16, nhead=2, num_layers=1,
-                                 dim_feedforward=32, max_len=16, wide=True, wide_weighting="tfidf", wide_ngrams=2,
+                                 dim_feedforward=32, max_len=16, wide=True, wide_weighting="tfidf", wide_ngrams=ngrams,
                                  wide_buckets=buckets)
 
 
-def test_bigram_bags_are_scikit_learns_sublinear_1_2_gram_tfidf_with_hashed_pairs():
+@pytest.mark.parametrize("ngrams", [2, 3])
+def test_n_gram_bags_are_scikit_learns_sublinear_tfidf_with_hashed_pairs_and_triples(ngrams):
     from sklearn.feature_extraction.text import TfidfVectorizer
 
-    from tfm_cls.model.wide import PAIR_HASH
+    from tfm_cls.model.wide import PAIR_HASH, TRIPLE_HASH
 
     docs = [[1, 5, 6, 5, 6, 7, 2], [1, 9, 9, 9, 2], [1, 3, 4, 2], [5, 6, 3], [8]]
-    model = _pair_model()
+    model = _pair_model(ngrams=ngrams)
     split = _split(docs, [0] * len(docs))
     set_idf(model.wide, split)
-    vectorizer = TfidfVectorizer(sublinear_tf=True, analyzer=lambda d: [str(t) for t in d] + [
-        f"{a} {b}" for a, b in zip(d, d[1:])]).fit(docs)
+    vectorizer = TfidfVectorizer(sublinear_tf=True, analyzer=lambda d: [" ".join(map(str, d[i:i + n]))
+                                                                        for n in range(1, ngrams + 1)
+                                                                        for i in range(len(d) - n + 1)]).fit(docs)
 
-    def row(term):  # a token's row, or its pair's hash bucket after the vocabulary
-        a, _, b = term.partition(" ")
-        return int(a) if not b else 40 + (int(a) * PAIR_HASH + int(b)) % 4096
+    def row(term):  # a token's row, or its pair's / triple's hash bucket after the vocabulary
+        ids = [int(t) for t in term.split()]
+        if len(ids) == 1:
+            return ids[0]
+        pair = (ids[0] * PAIR_HASH + ids[1]) % 4096
+        return 40 + (pair if len(ids) == 2 else (pair * TRIPLE_HASH + ids[2]) % 4096)
 
     rows = {term: row(term) for term in vectorizer.vocabulary_}
     assert len(set(rows.values())) == len(rows)  # no two terms of these texts share a bucket
+    assert any(len(t.split()) == ngrams for t in rows)
     expected = np.zeros((len(docs), model.wide.rows))
     dense = vectorizer.transform(docs).toarray()
     for term, column in vectorizer.vocabulary_.items():
@@ -349,19 +357,23 @@ def test_bigram_bags_are_scikit_learns_sublinear_1_2_gram_tfidf_with_hashed_pair
         assert model.wide.idf[rows[term]].item() == pytest.approx(vectorizer.idf_[column], rel=1e-6)
     assert model.wide.idf.count_nonzero() == len(rows)  # every other row: outside the vocabulary
     assert bag_matrix(model.wide, split).to_dense().numpy() == pytest.approx(expected, abs=1e-6)
-    # (a, b) and (b, a) are different pairs; padding makes no pair; the logits are the bag's product
+    # (a, b) and (b, a) are different pairs; padding makes no pair or triple; the logits are the bag's product
     with torch.no_grad():
         model.wide.weight.normal_(generator=torch.Generator().manual_seed(0))
     ids = torch.tensor([[1, 5, 6, 5, 6, 7, 2, 0, 0], [8, 0, 0, 0, 0, 0, 0, 0, 0]])
     terms, keep = model.wide.terms(ids, (ids != 0).long())
-    assert terms.shape == (2, 17) and keep.sum(1).tolist() == [13, 1]
+    assert terms.shape == (2, 17 if ngrams == 2 else 24)
+    assert keep.sum(1).tolist() == ([13, 1] if ngrams == 2 else [18, 1])
     assert terms[0, 9] != terms[0, 10]  # (5, 6) then (6, 5)
     logits = model.wide(ids, (ids != 0).long()).detach().numpy()
     table = model.wide.weight.detach().numpy()
     assert logits == pytest.approx(np.stack([expected[0] @ table, expected[4] @ table]), abs=1e-5)
+
+
+def test_a_branch_of_another_order_is_one_clear_error():
     with pytest.raises(ValueError, match="wide_ngrams must be one of"):
         TransformerClassifier(vocab_size=40, num_classes=3, d_model=16, nhead=2, num_layers=1, dim_feedforward=32,
-                              wide=True, wide_ngrams=3)
+                              wide=True, wide_ngrams=4)
 
 
 def test_platt_turns_margins_into_log_odds_and_a_constant_label_gets_a_fixed_margin():

@@ -89,7 +89,7 @@ def test_paired_se_matches_the_analytic_se_of_a_difference_of_accuracies():
     assert se == pytest.approx(analytic, rel=0.15)
 
 
-@pytest.mark.parametrize("ngrams, weighting", [(1, "count"), (2, "tfidf")])
+@pytest.mark.parametrize("ngrams, weighting", [(1, "count"), (2, "tfidf"), (3, "tfidf")])
 def test_the_bag_model_is_the_branch_plus_the_bias_and_rebuilds_from_its_config(ngrams, weighting):
     torch.manual_seed(0)
     model = TransformerClassifier(vocab_size=40, num_classes=3, d_model=16, nhead=2, num_layers=1, dim_feedforward=32,

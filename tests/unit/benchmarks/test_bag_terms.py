@@ -1,0 +1,45 @@
+"""benchmarks/bag_terms.py: the library's own bag (MiniLM's tokens, the branch's hashed n-grams) at each
+order, C picked on validation; the planner's vocabulary rule (characters read as [UNK] get tokens);
+the table's count; sets it cannot compare are skipped."""
+from __future__ import annotations
+
+import json
+
+from kits.tiny_topics import write_dataset
+
+from benchmarks import bag_terms
+from tfm_cls.classify.wide_fit import HINGE_C
+
+# the class is the order of the same three words: single tokens say nothing, pairs and triples all
+ORDERS = {0: "river stone cloud", 1: "stone cloud river", 2: "cloud river stone"}
+
+
+def _rows(n_per_class: int) -> list[dict]:
+    return [{"text": f"{ORDERS[c]} {ORDERS[c]}", "label": c} for _ in range(n_per_class) for c in ORDERS]
+
+
+def test_each_order_is_scored_on_the_librarys_bag_and_a_pair_set_is_skipped(tmp_path, capsys):
+    topics = write_dataset(tmp_path / "topics", {"train": _rows(200), "test": _rows(20)})
+    pair_rows = lambda n: [{"sentence_a": "a b", "sentence_b": "c d", "label": i % 2} for i in range(n)]  # noqa: E731
+    pairs = write_dataset(tmp_path / "pairs", {"train": pair_rows(20), "test": pair_rows(4)})
+    row = bag_terms.measure(topics, [1, 2, 3], buckets=4096)
+    assert row["validation"] == 500 and row["train"] == 100 and row["buckets"] == 4096
+    assert all(row[f"ngrams_{n}"]["C"] in HINGE_C for n in (1, 2, 3))
+    # the same words in every class: tokens alone cannot tell the classes apart, their order can
+    assert row["ngrams_1"]["test"] < 0.5 and row["ngrams_2"]["test"] == 1.0 and row["ngrams_3"]["test"] == 1.0
+    assert bag_terms.measure(pairs, [2]) is None
+    assert bag_terms.main(["--data", str(topics), str(pairs), "--ngrams", "1", "3", "--buckets", "4096",
+                           "--out", str(tmp_path / "out")]) == 0
+    printed = capsys.readouterr().out
+    assert "pairs: not a single-label set of single texts; skipped" in printed
+    assert "ngrams 3 ahead of 1 on 1 of 1 sets" in printed
+    saved = json.loads(next((tmp_path / "out").glob("bag-terms-*.json")).read_text())
+    assert saved["orders"] == [1, 3] and [r["set"] for r in saved["rows"]] == ["topics"]
+
+
+def test_characters_minilm_reads_as_unk_get_tokens_of_their_own():
+    texts = ["ᚠᚢᚦ ᚨᚱᚲ"] * 10  # runes: not in MiniLM's vocabulary
+    tokenizer = bag_terms._tokenizer(texts)
+    ids = tokenizer.encode(texts[0], add_special_tokens=False).ids
+    assert tokenizer.token_to_id("[UNK]") not in ids and len(set(ids)) == 6
+    assert bag_terms._tokenizer(["plain english words"] * 10).get_vocab_size() == 30522
