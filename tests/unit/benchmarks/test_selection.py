@@ -1,0 +1,64 @@
+"""benchmarks/selection.py over finished runs (`--runs`, no training): every candidate exported and timed
+by the runtime, the classical peers fitted on the same folder, the targets judged from those figures;
+a run of one model is scored against the classical models too; the table shows what shipped and its score."""
+from __future__ import annotations
+
+import json
+
+import pytest
+from kits.tiny_topics import tiny_config, write_topic_data
+
+from benchmarks import selection
+from tfm_cls.train import train
+
+WIDE = ["wide.enabled=true", "wide.weighting=tfidf", "wide.warm_start=true", "wide.ngrams=2", "wide.buckets=512",
+        "train.eval_at_start=true", "train.epochs=1", "train.device=cpu"]
+
+
+@pytest.fixture(scope="module")
+def runs(tmp_path_factory):
+    folder = tmp_path_factory.mktemp("selection")
+    data = write_topic_data(folder / "data")
+    train(tiny_config(data, folder / "wide", *WIDE))
+    train(tiny_config(data, folder / "one", "train.epochs=1"))
+    return data, folder
+
+
+def test_a_finished_run_is_measured_against_its_candidates_and_the_classical_models(runs, tmp_path, capsys):
+    data, folder = runs
+    assert selection.main(["--runs", str(folder / "wide"), str(folder / "one"), "--data", str(data), str(data),
+                           "--rounds", "1", "--out", str(tmp_path / "out")]) == 0
+    saved = json.loads(next((tmp_path / "out").glob("selection-*.json")).read_text())
+    wide, one = saved["rows"]
+    metrics = json.loads((folder / "wide" / "metrics.json").read_text())
+    metric = metrics["best_metric"]
+    front = {c["name"]: c for c in wide["front"]}
+    assert set(front) == {"wide_and_deep", "bag_of_terms"}
+    for name, candidate in front.items():  # each exported and timed by the runtime
+        assert candidate["onnx_texts_per_second"] > 0 and candidate["onnx_mb"] > 0
+        assert (folder / "wide" / ("model.onnx" if candidate["chosen"] else f"candidate-{name}.onnx")).is_file()
+    assert wide["shipped"] == metrics["candidates"]["chosen"]
+    assert wide["shipped_test"] == front[wide["shipped"]]["test"][metric]
+    # the best classical: the benchmark's own TF-IDF models, the run's baseline and the in-graph bag
+    peers = [b[metric] for b in wide["classical"]["baselines"].values()]
+    assert len(peers) >= 2
+    assert wide["best_classical_test"] == max([*peers, front["bag_of_terms"]["test"][metric],
+                                               *([wide["sklearn_baseline"]["test"]] if wide["sklearn_baseline"]["test"]
+                                                 is not None else [])])
+    targets = wide["targets"]
+    assert targets[">= best classical (test)"] == (wide["shipped_test"] >= wide["best_classical_test"] - 1e-12)
+    assert targets["wall <= 1.05 x budget"] is None  # not timed here: a finished run
+    # one model: nothing chosen, its test score still judged against the classical models
+    assert one["shipped"] == "the only model" and "front" not in one
+    assert one["shipped_test"] == json.loads((folder / "one" / "metrics.json").read_text())["test"][metric]
+    assert one["targets"][">= best classical (test)"] == (one["shipped_test"] >= one["best_classical_test"] - 1e-12)
+    printed = capsys.readouterr().out
+    assert f"| data | the only model: {100 * one['shipped_test']:.1f} |" in printed
+    assert f"| data | {wide['shipped']}: {100 * wide['shipped_test']:.1f} |" in printed
+
+
+def test_runs_and_data_must_pair_up(runs, capsys):
+    data, folder = runs
+    with pytest.raises(SystemExit):
+        selection.main(["--runs", str(folder / "wide"), "--data", str(data), str(data)])
+    assert "--runs: one run directory per --data folder" in capsys.readouterr().err
