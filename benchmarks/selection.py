@@ -15,7 +15,9 @@ Columns: the shipped candidate; each candidate's validation and test score (x 10
 .onnx MB; the best classical model on test (the highest of: the benchmark's own TF-IDF baselines,
 the in-graph bag_of_terms candidate, the run's scikit-learn baseline metrics.json `baseline`); the shipped model's speed against the
 wide_and_deep export (the model every run shipped before the choice); wall seconds / budget.
-Targets (issue 41): shipped >= best classical on test; shipped >= best candidate - its tolerance
+Targets (issue 41): shipped >= best classical on test (a maximum over test scores, so a bar
+raised by the test split's noise; beside it, the classical model its own validation would pick,
+scored on test: the one a practitioner would have deployed); shipped >= best candidate - its tolerance
 (on test); where the encoder adds nothing measurable (the bag holds the best score) the shipped
 model >= 20x the wide_and_deep's texts/s; wall <= 1.05 x budget.
 Writes bench_results/selection-<time>.json and .md. Run one at a time (a 2-core box: the budget is
@@ -109,6 +111,8 @@ def measure(data: Path, run: Path, args: argparse.Namespace) -> dict[str, Any]:
         row["targets"] = {
             ">= best classical (test)": (row["shipped_test"] >= row["best_classical_test"] - 1e-12
                                          if peers and row["shipped_test"] is not None else None),
+            ">= classical chosen on validation (test)": _at_least(row["shipped_test"],
+                                                                 row["classical"]["chosen_on_validation_test"]),
             "wall <= 1.05 x budget": _within_budget(timing),
         }
         return row
@@ -135,6 +139,8 @@ def measure(data: Path, run: Path, args: argparse.Namespace) -> dict[str, Any]:
     row["targets"] = {
         ">= best classical (test)": row["shipped_test"] >= row["best_classical_test"] - 1e-12
         if classical else None,
+        ">= classical chosen on validation (test)": _at_least(row["shipped_test"],
+                                                             row["classical"]["chosen_on_validation_test"]),
         ">= best candidate - tolerance (test)": row["shipped_test"] >= tests[best["name"]] - shipped["tolerance"]
         - (best["tolerance"] if best is not shipped else 0) - 1e-12 if tests[best["name"]] is not None else None,
         ">= 20x wide_and_deep where the encoder adds nothing": (row["speedup_over_wide_and_deep"] >= 20
@@ -142,6 +148,10 @@ def measure(data: Path, run: Path, args: argparse.Namespace) -> dict[str, Any]:
         "wall <= 1.05 x budget": _within_budget(timing),
     }
     return row
+
+
+def _at_least(score: float | None, bar: float | None) -> bool | None:
+    return None if score is None or bar is None else score >= bar - 1e-12
 
 
 def _within_budget(timing: dict[str, Any]) -> bool | None:
@@ -156,8 +166,14 @@ def classical_peers(data: Path, metric: str) -> dict[str, Any]:
     found = tfidf_row(splits, columns, TASK_METRIC[columns.task])
     for name, entry in found["baselines"].items():
         logger.info("classical %s: test %s %s (%s)", name, metric, entry.get(metric), entry.get("selected_by"))
-    return {"baselines": {name: {metric: entry.get(metric), "selected_by": entry.get("selected_by"),
-                                 "cpu_minutes": entry.get("cpu_minutes")} for name, entry in found["baselines"].items()}}
+    baselines = {name: {metric: entry.get(metric), "validation": entry.get("validation_metric"),
+                        "selected_by": entry.get("selected_by"), "cpu_minutes": entry.get("cpu_minutes")}
+                 for name, entry in found["baselines"].items()}
+    scored = [name for name, entry in baselines.items() if entry["validation"] is not None and entry[metric] is not None]
+    # the one a practitioner would deploy: the best on its own validation (test is not looked at)
+    deployed = max(scored, key=lambda name: baselines[name]["validation"], default=None)
+    return {"baselines": baselines, "chosen_on_validation": deployed,
+            "chosen_on_validation_test": baselines[deployed][metric] if deployed else None}
 
 
 EMOTIONS = ("anger", "fear", "joy", "love", "sadness", "surprise")

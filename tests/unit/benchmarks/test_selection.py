@@ -47,6 +47,13 @@ def test_a_finished_run_is_measured_against_its_candidates_and_the_classical_mod
                                                  is not None else [])])
     targets = wide["targets"]
     assert targets[">= best classical (test)"] == (wide["shipped_test"] >= wide["best_classical_test"] - 1e-12)
+    # the classical model its own validation picks, scored on test (test not looked at to pick it)
+    baselines = wide["classical"]["baselines"]
+    picked = wide["classical"]["chosen_on_validation"]
+    assert baselines[picked]["validation"] == max(b["validation"] for b in baselines.values())
+    assert wide["classical"]["chosen_on_validation_test"] == baselines[picked][metric]
+    assert targets[">= classical chosen on validation (test)"] == (
+        wide["shipped_test"] >= baselines[picked][metric] - 1e-12)
     assert targets["wall <= 1.05 x budget"] is None  # not timed here: a finished run
     # one model: nothing chosen, its test score still judged against the classical models
     assert one["shipped"] == "the only model" and "front" not in one
