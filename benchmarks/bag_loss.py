@@ -21,12 +21,9 @@ from typing import Any
 import numpy as np
 
 from benchmarks.harness.results import OUT, environment, write_results
-from benchmarks.harness.samples import read_splits
+from benchmarks.harness.samples import single_label_splits
 from tfm_cls.classify.baseline import tfidf_vectorizer
 from tfm_cls.classify.wide_fit import HINGE_C, WARM_START_C
-
-HOLDOUT = 0.1
-MIN_HOLDOUT = 500
 
 
 def _models() -> dict[str, tuple[Any, tuple[float, ...]]]:
@@ -37,24 +34,9 @@ def _models() -> dict[str, tuple[Any, tuple[float, ...]]]:
             "squared_hinge": (lambda c: LinearSVC(C=c, max_iter=2000), HINGE_C)}
 
 
-def _splits(folder: Path) -> tuple[tuple[list[str], np.ndarray], ...] | None:
-    """(train, validation, test) texts and class ids; None for a set that is not single-label."""
-    splits, columns, _ = read_splits(folder)
-    if columns.task != "single_label" or columns.pair is not None:
-        return None
-    train, test = splits["train"], splits["test"]
-    if "validation" in splits:
-        validation = splits["validation"]
-        return (train.texts, train.targets), (validation.texts, validation.targets), (test.texts, test.targets)
-    order = np.random.default_rng(0).permutation(len(train.texts))
-    held = max(MIN_HOLDOUT, int(HOLDOUT * len(order)))
-    pick = lambda rows: ([train.texts[i] for i in rows], train.targets[rows])  # noqa: E731
-    return pick(order[held:]), pick(order[:held]), (test.texts, test.targets)
-
-
 def measure(folder: Path) -> dict[str, Any] | None:
     """Each loss's best C on validation, its validation and test accuracy and fit seconds (the grid)."""
-    splits = _splits(folder)
+    splits = single_label_splits(folder)
     if splits is None:
         return None
     (train_texts, train_y), (val_texts, val_y), (test_texts, test_y) = splits

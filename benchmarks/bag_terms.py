@@ -9,8 +9,8 @@ exactly those features: the packaged MiniLM's tokenizer (its vocabulary extended
 does, where more than `UNK_SHARE_EXTEND` of the training tokens read as [UNK]), texts read to
 `MAX_TOKENS` tokens, the branch's `bag_matrix` for `--ngrams` orders (`--buckets` rows), one-vs-rest LinearSVC for each
 C, the best on validation scored on test (LinearSVC's own decision: the largest margin). Single-label
-sets only; without a validation split a seeded tenth of train (at least 500 texts) is held out, as
-benchmarks.bag_loss does. Prints one table; writes bench_results/bag-terms-<time>.json.
+sets only; without a validation split a seeded tenth of train (at least 500 texts) is held out
+(benchmarks.harness.samples.single_label_splits). Prints one table; writes bench_results/bag-terms-<time>.json.
 """
 
 from __future__ import annotations
@@ -23,8 +23,8 @@ from typing import Any
 import numpy as np
 import torch
 
-from benchmarks.bag_loss import _splits
 from benchmarks.harness.results import OUT, environment, write_results
+from benchmarks.harness.samples import single_label_splits
 from tfm_cls.classify.wide_fit import HINGE_C, _fit_svm, bag_matrix, set_idf
 from tfm_cls.data.tokenized import TokenizedSplit
 from tfm_cls.model.wide import BUCKETS, WideBranch
@@ -58,7 +58,7 @@ def _tokenized(tokenizer: Any, texts: list[str], targets: np.ndarray) -> Tokeniz
 
 def measure(folder: Path, orders: list[int], buckets: int = BUCKETS) -> dict[str, Any] | None:
     """Each order's best C on validation, its validation and test accuracy, fit seconds (the grid)."""
-    splits = _splits(folder)
+    splits = single_label_splits(folder)
     if splits is None:
         return None
     (train_texts, train_y), (val_texts, val_y), (test_texts, test_y) = splits

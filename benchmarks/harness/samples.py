@@ -173,3 +173,24 @@ def read_splits(folder: str | Path) -> tuple[dict[str, Split], Columns, int]:
         pairs = None if columns.pair is None else [str(r[columns.pair] or "") for r in rows]
         splits[name] = Split([str(r[columns.text] or "") for r in rows], targets, pairs)
     return splits, columns, num_labels
+
+
+HOLDOUT = 0.1
+MIN_HOLDOUT = 500
+
+
+def single_label_splits(folder: str | Path) -> tuple[tuple[list[str], np.ndarray], ...] | None:
+    """(train, validation, test) texts and class ids of a single-label folder of single texts; None
+    for any other. Without a validation split, a seeded (0) tenth of train, at least MIN_HOLDOUT
+    texts, is held out as one."""
+    splits, columns, _ = read_splits(folder)
+    if columns.task != "single_label" or columns.pair is not None:
+        return None
+    train, test = splits["train"], splits["test"]
+    if "validation" in splits:
+        validation = splits["validation"]
+        return (train.texts, train.targets), (validation.texts, validation.targets), (test.texts, test.targets)
+    order = np.random.default_rng(0).permutation(len(train.texts))
+    held = max(MIN_HOLDOUT, int(HOLDOUT * len(order)))
+    pick = lambda rows: ([train.texts[i] for i in rows], train.targets[rows])  # noqa: E731
+    return pick(order[held:]), pick(order[:held]), (test.texts, test.targets)

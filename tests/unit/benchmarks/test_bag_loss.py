@@ -7,6 +7,7 @@ import json
 from kits.tiny_topics import write_dataset
 
 from benchmarks import bag_loss
+from benchmarks.harness.samples import MIN_HOLDOUT
 from tfm_cls.classify.wide_fit import HINGE_C, WARM_START_C
 
 WORDS = {0: "goal match team score", 1: "stock market price trade", 2: "code software chip cloud"}
@@ -23,7 +24,7 @@ def test_both_losses_are_scored_on_the_same_features_and_a_pair_set_is_skipped(t
     pair_rows = lambda n: [{"sentence_a": "a b", "sentence_b": "c d", "label": i % 2} for i in range(n)]  # noqa: E731
     pairs = write_dataset(tmp_path / "pairs", {"train": pair_rows(20), "test": pair_rows(4)})
     row = bag_loss.measure(topics)
-    assert row["validation"] == bag_loss.MIN_HOLDOUT and row["train"] == 600 - bag_loss.MIN_HOLDOUT
+    assert row["validation"] == MIN_HOLDOUT and row["train"] == 600 - MIN_HOLDOUT
     assert row["logistic"]["C"] in WARM_START_C and row["squared_hinge"]["C"] in HINGE_C
     assert row["logistic"]["test"] == 1.0 and row["squared_hinge"]["test"] == 1.0  # the words give the class away
     assert row["test_difference"] == 0.0

@@ -62,6 +62,30 @@ def test_fasttext_peer_learns_a_tiny_task_end_to_end(tmp_path):
     assert fasttext_peer.normalise("What's it?\nYes") == "what's it ?  yes"
 
 
+def test_a_fasttext_fit_that_diverges_is_made_again_at_half_the_rate(tmp_path, monkeypatch):
+    from benchmarks.peers import fasttext_peer
+
+    if fasttext_peer.available():
+        pytest.skip(fasttext_peer.available())
+    import fasttext
+
+    real, rates = fasttext.train_supervised, []
+
+    def diverging_twice(*args, **kwargs):
+        rates.append(kwargs["lr"])
+        if len(rates) <= 2:
+            raise RuntimeError("Encountered NaN.")
+        return real(*args, **kwargs)
+
+    monkeypatch.setattr(fasttext, "train_supervised", diverging_twice)
+    split = Split(["cat dog", "soup rice"] * 10, np.array([0, 1] * 10))
+    model = fasttext_peer.train_fasttext(split, split, tmp_path)
+    assert rates == [0.5, 0.25, 0.125] and model["params"]["lr"] == 0.125
+    monkeypatch.setattr(fasttext, "train_supervised", lambda *a, **k: (_ for _ in ()).throw(RuntimeError("Encountered NaN.")))
+    with pytest.raises(RuntimeError, match="NaN"):  # at most NAN_RETRIES more tries, then the error
+        fasttext_peer.train_fasttext(split, split, tmp_path)
+
+
 def test_runs_are_found_by_their_names(tmp_path):
     for name in ("trec-minilm", "trec", "trec-distill", "trec-distill-seed7", "trec-minilm-cut3", "trec-minilm-cut3-seed7",
                  "trec-minilm-cut2", "trec-minilm-cut9", "sst2-minilm"):
