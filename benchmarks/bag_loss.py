@@ -18,9 +18,7 @@ import time
 from pathlib import Path
 from typing import Any
 
-import numpy as np
-
-from benchmarks.harness.results import OUT, environment, write_results
+from benchmarks.harness.results import OUT, environment, lead_line, write_results
 from benchmarks.harness.samples import single_label_splits
 from tfm_cls.classify.baseline import tfidf_vectorizer
 from tfm_cls.classify.wide_fit import HINGE_C, WARM_START_C
@@ -66,8 +64,7 @@ def table(rows: list[dict[str, Any]]) -> str:
                      f"| {100 * r['test_difference']:+.2f} |")
     if rows:
         diffs = [r["test_difference"] for r in rows]
-        lines.append(f"\nhinge ahead on {sum(d > 0 for d in diffs)} of {len(diffs)} sets; mean difference "
-                     f"{100 * float(np.mean(diffs)):+.2f} points")
+        lines.append("\n" + lead_line("hinge", diffs))
     return "\n".join(lines)
 
 

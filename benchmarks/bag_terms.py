@@ -23,7 +23,7 @@ from typing import Any
 import numpy as np
 import torch
 
-from benchmarks.harness.results import OUT, environment, write_results
+from benchmarks.harness.results import OUT, environment, lead_line, write_results
 from benchmarks.harness.samples import single_label_splits
 from tfm_cls.classify.wide_fit import HINGE_C, _fit_svm, bag_matrix, set_idf
 from tfm_cls.data.tokenized import TokenizedSplit
@@ -94,8 +94,7 @@ def table(rows: list[dict[str, Any]], orders: list[int]) -> str:
         diffs.append(r[f"ngrams_{orders[-1]}"]["test"] - r[f"ngrams_{orders[0]}"]["test"])
         lines.append(f"| {r['set']} | {r['train']} | {cells} | {100 * diffs[-1]:+.2f} |")
     if rows and len(orders) > 1:
-        lines.append(f"\nngrams {orders[-1]} ahead of {orders[0]} on {sum(d > 0 for d in diffs)} of {len(diffs)} sets; "
-                     f"mean difference {100 * float(np.mean(diffs)):+.2f} points")
+        lines.append("\n" + lead_line(f"ngrams {orders[-1]} (against {orders[0]})", diffs))
     return "\n".join(lines)
 
 

@@ -67,3 +67,10 @@ def environment() -> dict[str, Any]:
     """The machine as a result records it: CPUs, load average now, platform, Python, the command."""
     return {"cpus": os.cpu_count(), "load_average": os.getloadavg(), "platform": platform.platform(),
             "host": platform.node(), "python": platform.python_version(), "argv": sys.argv}
+
+
+def lead_line(what: str, differences: list[float]) -> str:
+    """One summary line under a paired table: on how many sets `what` is ahead (difference > 0) and
+    the mean difference, in points (differences are fractions)."""
+    return (f"{what} ahead on {sum(d > 0 for d in differences)} of {len(differences)} sets; mean difference "
+            f"{100 * float(np.mean(differences)):+.2f} points")

@@ -32,7 +32,7 @@ def test_each_order_is_scored_on_the_librarys_bag_and_a_pair_set_is_skipped(tmp_
                            "--out", str(tmp_path / "out")]) == 0
     printed = capsys.readouterr().out
     assert "pairs: not a single-label set of single texts; skipped" in printed
-    assert "ngrams 3 ahead of 1 on 1 of 1 sets" in printed
+    assert "ngrams 3 (against 1) ahead on 1 of 1 sets" in printed
     saved = json.loads(next((tmp_path / "out").glob("bag-terms-*.json")).read_text())
     assert saved["orders"] == [1, 3] and [r["set"] for r in saved["rows"]] == ["topics"]
 
