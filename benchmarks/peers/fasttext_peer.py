@@ -4,12 +4,19 @@ fasttext-numpy2, which provides the `fasttext` module: fasttext 0.9.x's predict 
 
 Texts are lowercased and punctuation split off (fastText splits on whitespace only); that
 normalisation is part of the timed prediction, so texts/s is end to end from raw text.
+
+The bigram model is fitted in a Python process of its own (`_fit_in_child`) and loaded back: in a
+test worker that had run other suites, fastText's fit of a 20-text set raised "Encountered NaN." at
+every rate, where a fresh process fits it (the same file, seed and settings) every time.
 """
 
 from __future__ import annotations
 
+import json
 import logging
 import re
+import subprocess
+import sys
 import time
 from pathlib import Path
 
@@ -72,18 +79,37 @@ def train_fasttext(train, validation, out_dir: Path, *, autotune_seconds: int = 
         name, path, params = "fastText autotune", out_dir / "autotune.bin", {
             k: getattr(model, k) for k in ("dim", "epoch", "lr", "wordNgrams", "minn", "maxn", "bucket") if hasattr(model, k)}
     else:
-        params = dict(BIGRAMS)
+        name, path, params = "fastText bigrams", out_dir / "bigrams.bin", dict(BIGRAMS)
         for attempt in range(NAN_RETRIES + 1):
             try:
-                model = fasttext.train_supervised(str(train_file), thread=1, seed=seed, verbose=0, **params)
+                _fit_in_child(train_file, path, params, seed)
                 break
             except RuntimeError as err:  # "Encountered NaN.": the rate diverged; fastText's advice is a lower one
                 if "NaN" not in str(err) or attempt == NAN_RETRIES:
                     raise
                 logger.warning("fastText diverged at lr %g; trying again at %g", params["lr"], params["lr"] / 2)
                 params["lr"] /= 2
-        name, path = "fastText bigrams", out_dir / "bigrams.bin"
+        model = fasttext.load_model(str(path))
     minutes = (time.perf_counter() - start) / 60
-    model.save_model(str(path))
+    if not path.is_file():
+        model.save_model(str(path))
     return {"system": name, "model_path": str(path), "predictor": FastTextPredictor(model), "train_minutes": minutes,
             "params": params}
+
+
+_FIT = """
+import json, sys
+import fasttext
+train_file, path, params, seed = sys.argv[1], sys.argv[2], json.loads(sys.argv[3]), int(sys.argv[4])
+fasttext.train_supervised(train_file, thread=1, seed=seed, verbose=0, **params).save_model(path)
+"""
+
+
+def _fit_in_child(train_file: Path, path: Path, params: dict, seed: int) -> None:
+    """fastText's supervised fit of `train_file` with `params`, saved to `path`, in a fresh Python
+    process; RuntimeError with fastText's own last line where it fails (e.g. "Encountered NaN.")."""
+    done = subprocess.run([sys.executable, "-c", _FIT, str(train_file), str(path), json.dumps(params), str(seed)],
+                          capture_output=True, text=True)
+    if done.returncode != 0:
+        lines = done.stderr.strip().splitlines()
+        raise RuntimeError(lines[-1] if lines else f"fastText exited with {done.returncode}")

@@ -67,23 +67,25 @@ def test_a_fasttext_fit_that_diverges_is_made_again_at_half_the_rate(tmp_path, m
 
     if fasttext_peer.available():
         pytest.skip(fasttext_peer.available())
-    import fasttext
+    real, rates = fasttext_peer._fit_in_child, []
 
-    real, rates = fasttext.train_supervised, []
-
-    def diverging_twice(*args, **kwargs):
-        rates.append(kwargs["lr"])
+    def diverging_twice(train_file, path, params, seed):
+        rates.append(params["lr"])
         if len(rates) <= 2:
-            raise RuntimeError("Encountered NaN.")
-        return real(*args, **kwargs)
+            raise RuntimeError("RuntimeError: Encountered NaN.")
+        return real(train_file, path, params, seed)
 
-    monkeypatch.setattr(fasttext, "train_supervised", diverging_twice)
+    monkeypatch.setattr(fasttext_peer, "_fit_in_child", diverging_twice)
     split = Split(["cat dog", "soup rice"] * 10, np.array([0, 1] * 10))
     model = fasttext_peer.train_fasttext(split, split, tmp_path)
     assert rates == [0.5, 0.25, 0.125] and model["params"]["lr"] == 0.125
-    monkeypatch.setattr(fasttext, "train_supervised", lambda *a, **k: (_ for _ in ()).throw(RuntimeError("Encountered NaN.")))
+    assert model["predictor"](["cat dog", "soup rice"]).tolist() == [0, 1]
+    monkeypatch.setattr(fasttext_peer, "_fit_in_child", lambda *a: (_ for _ in ()).throw(RuntimeError("Encountered NaN.")))
     with pytest.raises(RuntimeError, match="NaN"):  # at most NAN_RETRIES more tries, then the error
-        fasttext_peer.train_fasttext(split, split, tmp_path)
+        fasttext_peer.train_fasttext(split, split, tmp_path / "again")
+    # fastText's own error comes back as one line from the child process
+    with pytest.raises(RuntimeError, match="missing.txt cannot be opened for training"):
+        real(tmp_path / "missing.txt", tmp_path / "m.bin", dict(fasttext_peer.BIGRAMS), 0)
 
 
 def test_runs_are_found_by_their_names(tmp_path):
