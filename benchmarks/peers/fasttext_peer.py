@@ -30,9 +30,6 @@ _PUNCT = re.compile(r"([^\w\s'])")
 BIGRAMS = {"wordNgrams": 2, "epoch": 25, "lr": 0.5, "dim": 100, "minCount": 1, "bucket": 200_000, "loss": "softmax"}
 """The bigram model's settings: fastText's classification recipe, with a 200k-bucket n-gram table
 (the default 2M makes a 0.8 GB file)."""
-NAN_RETRIES = 3
-"""A fit that diverges ("Encountered NaN.") is made again at half the rate, at most this many times
-(`params` records the rate used): seen on a 120-text set under a loaded test worker."""
 
 
 def available() -> str | None:
@@ -78,21 +75,12 @@ def train_fasttext(train, validation, out_dir: Path, *, autotune_seconds: int = 
         # thread=2: with thread=1 autotune never returns (fasttext-numpy2 0.10.4); prediction is one thread anyway
         name, path, params = "fastText autotune", out_dir / "autotune.bin", {
             k: getattr(model, k) for k in ("dim", "epoch", "lr", "wordNgrams", "minn", "maxn", "bucket") if hasattr(model, k)}
+        model.save_model(str(path))
     else:
         name, path, params = "fastText bigrams", out_dir / "bigrams.bin", dict(BIGRAMS)
-        for attempt in range(NAN_RETRIES + 1):
-            try:
-                _fit_in_child(train_file, path, params, seed)
-                break
-            except RuntimeError as err:  # "Encountered NaN.": the rate diverged; fastText's advice is a lower one
-                if "NaN" not in str(err) or attempt == NAN_RETRIES:
-                    raise
-                logger.warning("fastText diverged at lr %g; trying again at %g", params["lr"], params["lr"] / 2)
-                params["lr"] /= 2
+        _fit_in_child(train_file, path, params, seed)
         model = fasttext.load_model(str(path))
     minutes = (time.perf_counter() - start) / 60
-    if not path.is_file():
-        model.save_model(str(path))
     return {"system": name, "model_path": str(path), "predictor": FastTextPredictor(model), "train_minutes": minutes,
             "params": params}
 

@@ -16,7 +16,14 @@ from torch import Tensor, nn
 
 from tfm_cls.model.embeddings import LearnedPositionalEncoding, PositionalEncoding, TokenEmbedding
 from tfm_cls.model.encoder import ACTIVATIONS, TransformerEncoder, TransformerEncoderLayer
-from tfm_cls.model.wide import BUCKETS, WideBranch, check_config, config_entries, upgrade_state_dict
+from tfm_cls.model.wide import (
+    BUCKETS,
+    GRAM_NAMES,
+    WideBranch,
+    check_config,
+    config_entries,
+    upgrade_state_dict,
+)
 from tfm_cls.model.wide import token_limit as token_limit  # re-exported: the classifier's reading limit
 
 POOLINGS = ("mean", "cls", "max")
@@ -212,7 +219,7 @@ def describe_config(config: dict[str, Any]) -> str:
     from tfm_cls.model.bag import ARCHITECTURE
 
     if config.get("architecture") == ARCHITECTURE:
-        grams = {2: "pairs", 3: "pairs and triples"}.get(config.get("wide_ngrams", 1))
+        grams = GRAM_NAMES.get(config.get("wide_ngrams", 1))
         pairs = f" and hashed {grams} of adjacent tokens ({config['wide_buckets']} buckets)" if grams else ""
         return (f"no encoder: a linear model over a {config.get('wide_weighting', 'count')} bag of the text's "
                 f"{config['vocab_size']} vocabulary tokens{pairs}")

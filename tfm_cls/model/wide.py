@@ -29,6 +29,8 @@ from torch import Tensor, nn
 
 WEIGHTINGS = ("count", "tfidf")
 NGRAMS = (1, 2, 3)
+GRAM_NAMES = {2: "pairs", 3: "pairs and triples"}
+"""What the hashed rows hold at each order above 1 (the model's description, its repr)."""
 BUCKETS = 2**18
 """Rows the pairs (and, with ngrams=3, triples) of adjacent tokens are hashed into (fastText's hashed
 word n-grams, one table for every order; 2^18 measured as good as 2^20 on many-label documents,
@@ -133,7 +135,7 @@ class WideBranch(nn.Module):
         self.idf.copy_(idf)
 
     def extra_repr(self) -> str:
-        pairs = {1: "", 2: f", pairs in {self.buckets} buckets", 3: f", pairs and triples in {self.buckets} buckets"}[self.ngrams]
+        pairs = f", {GRAM_NAMES[self.ngrams]} in {self.buckets} buckets" if self.ngrams in GRAM_NAMES else ""
         return f"{self.vocab_size} tokens{pairs}, {self.weight.shape[1]} classes, {self.weighting}"
 
 
