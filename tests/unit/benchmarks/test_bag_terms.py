@@ -37,9 +37,12 @@ def test_each_order_is_scored_on_the_librarys_bag_and_a_pair_set_is_skipped(tmp_
     assert saved["orders"] == [1, 3] and [r["set"] for r in saved["rows"]] == ["topics"]
 
 
-def test_characters_minilm_reads_as_unk_get_tokens_of_their_own():
+def test_characters_minilm_reads_as_unk_get_tokens_where_the_planner_extends_the_vocabulary(tmp_path):
     texts = ["ᚠᚢᚦ ᚨᚱᚲ"] * 10  # runes: not in MiniLM's vocabulary
-    tokenizer = bag_terms._tokenizer(texts)
+    runes = write_dataset(tmp_path / "runes", {"train": [{"text": t, "label": i % 2} for i, t in enumerate(texts)]})
+    tokenizer = bag_terms._tokenizer(runes, texts)
     ids = tokenizer.encode(texts[0], add_special_tokens=False).ids
     assert tokenizer.token_to_id("[UNK]") not in ids and len(set(ids)) == 6
-    assert bag_terms._tokenizer(["plain english words"] * 10).get_vocab_size() == 30522
+    english = write_dataset(tmp_path / "en", {"train": [{"text": "plain english words", "label": i % 2}
+                                                        for i in range(10)]})
+    assert bag_terms._tokenizer(english, ["plain english words"] * 10).get_vocab_size() == 30522
