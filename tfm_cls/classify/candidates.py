@@ -12,6 +12,8 @@ The candidates a run can make (`candidate_models`):
     bag_of_terms    that branch alone and the bias fitted with it (tfm_cls.model.bag): the TF-IDF + linear
                     model fitted over the runtime's own tokens, a graph with no encoder. Only where the
                     branch was warm-started, i.e. fitted as a model of its own (tfm_cls.classify.wide_fit)
+    bag_of_terms_N  a second bag of its own, other n-grams in more rows (`wide.second_bag_ngrams`; the
+                    recipe's where the tokens are characters): tfm_cls.classify.bag_candidate
     encoder         the model of a run without a branch (the one candidate: nothing to choose)
 
 The rule (`pick`): the best candidate by validation `train.best_metric`; every candidate whose score
@@ -44,6 +46,7 @@ import torch
 from torch import nn
 
 from tfm_cls import runs as R
+from tfm_cls.classify.bag_candidate import second_bag
 from tfm_cls.classify.predict import evaluate
 from tfm_cls.classify.wide_fit import branch_bias
 from tfm_cls.data.tokenized import TokenizedSplit, collate
@@ -107,7 +110,11 @@ def candidate_models(task: Any) -> dict[str, nn.Module]:
     # the warm start's own bias: the trained head's moved with the encoder (on tnews5k the bag with
     # it scored 0.472 on validation, as fitted 0.480)
     bag = BagOfTermsClassifier.from_wide_and_deep(model, max(max_len, 2), branch_bias(task.run_dir))
-    return {"wide_and_deep": model, "bag_of_terms": bag}
+    models = {"wide_and_deep": model, "bag_of_terms": bag}
+    second = second_bag(cfg, task.run_dir, next(model.parameters()).device)
+    if second is not None:
+        models[second[0]] = second[1]
+    return models
 
 
 def size_mb(model: nn.Module) -> float:

@@ -29,6 +29,7 @@ Validation, test and the exported model use the full branch, as deployed.
 from __future__ import annotations
 
 import copy
+import dataclasses
 import logging
 import math
 import time
@@ -72,37 +73,43 @@ WARM_START_ITERATIONS = 200
 """At most this many L-BFGS iterations a fit (each a pass over the training bags, plus its line search)."""
 WARM_START_FOLDS = 5
 """Folds of the out-of-fold logits the encoder trains against."""
-HINGE_C = (1.0, 0.3, 3.0, 0.1, 10.0)
+HINGE_C = (0.1, 0.3, 1.0, 3.0, 10.0)
 """C of the squared-hinge fit, LinearSVC's (C x the sum of the losses + ||W||^2 / 2), log-spaced
 around its default 1: on validation the long-tailed set's documents chose the top of a 0.25-4 grid,
 go_emotions' comments its bottom (docs/tasks.md); six single-label sets chose 0.3 to 10
-(benchmarks/bag_loss.py). Tried from the middle out (liblinear starts every fit afresh, so the order
-costs nothing): a grid the clock cuts after two or three values keeps those nearest the default."""
+(benchmarks/bag_loss.py). Tried from HINGE_START out (liblinear starts every fit afresh, so the order
+costs nothing; `next_c`): a grid the clock cuts after two or three values keeps those nearest the default."""
+HINGE_START = 1.0
 
 
-def platt(scores: Tensor, targets: Tensor) -> tuple[Tensor, Tensor]:
+def platt(scores: Tensor, targets: Tensor, shift: bool = True) -> tuple[Tensor, Tensor]:
     """(scale [C], shift [C]) such that sigmoid(scale * scores + shift) fits each label's 0 / 1
     targets [N, C] (Platt 1999, with his smoothed targets (n+ + 1) / (n+ + 2) and 1 / (n- + 2), so
-    a label whose scores separate it perfectly still gets a finite scale)."""
+    a label whose scores separate it perfectly still gets a finite scale). `shift=False`: the
+    shift stays 0 (the margins' own decision boundary kept)."""
     targets = targets.to(scores.dtype)
     positives, negatives = targets.sum(dim=0), (1.0 - targets).sum(dim=0)  # [C]
     soft = torch.where(targets > 0, (positives + 1.0) / (positives + 2.0), 1.0 / (negatives + 2.0))  # [N, C]
     return _scale_and_shift(scores, scores.shape[1],
-                            lambda logits: nn.functional.binary_cross_entropy_with_logits(logits, soft))
+                            lambda logits: nn.functional.binary_cross_entropy_with_logits(logits, soft), shift)
 
 
-def softmax_scaling(scores: Tensor, targets: Tensor) -> tuple[Tensor, Tensor]:
+def softmax_scaling(scores: Tensor, targets: Tensor, shift: bool = True) -> tuple[Tensor, Tensor]:
     """(scale [C], the same value in every column; shift [C]) such that softmax(scale * scores + shift)
     fits the class ids [N]: one temperature and a shift per class, by cross-entropy. The single-label
-    counterpart of `platt`: one-vs-rest margins become the logits of one softmax."""
-    scale, shift = _scale_and_shift(scores, 1, lambda logits: nn.functional.cross_entropy(logits, targets))
-    return scale.expand(scores.shape[1]).clone(), shift
+    counterpart of `platt`: one-vs-rest margins become the logits of one softmax. `shift=False`: the
+    temperature alone (the margins' own argmax kept)."""
+    scale, fitted = _scale_and_shift(scores, 1, lambda logits: nn.functional.cross_entropy(logits, targets), shift)
+    return scale.expand(scores.shape[1]).clone(), fitted
 
 
-def _scale_and_shift(scores: Tensor, scales: int, loss: Callable[[Tensor], Tensor]) -> tuple[Tensor, Tensor]:
-    """(scale [scales], shift [C]) minimising loss(scores [N, C] * scale + shift) by L-BFGS from (1, 0)."""
-    scale, shift = torch.ones(scales, requires_grad=True), torch.zeros(scores.shape[1], requires_grad=True)
-    optimizer = torch.optim.LBFGS([scale, shift], lr=1.0, max_iter=100, line_search_fn="strong_wolfe")
+def _scale_and_shift(scores: Tensor, scales: int, loss: Callable[[Tensor], Tensor],
+                     with_shift: bool = True) -> tuple[Tensor, Tensor]:
+    """(scale [scales], shift [C]) minimising loss(scores [N, C] * scale + shift) by L-BFGS from (1, 0);
+    without `with_shift` the shift stays 0."""
+    scale, shift = torch.ones(scales, requires_grad=True), torch.zeros(scores.shape[1], requires_grad=with_shift)
+    optimizer = torch.optim.LBFGS([scale, shift] if with_shift else [scale], lr=1.0, max_iter=100,
+                                  line_search_fn="strong_wolfe")
 
     def closure() -> Tensor:
         optimizer.zero_grad()
@@ -244,26 +251,56 @@ def _fit(bags: Tensor, targets: Tensor, loss: LossFn, bias: Tensor, c: float,
     return weights, bias
 
 
-def warm_start(model: nn.Module, head: Any, train: TokenizedSplit, validation: TokenizedSplit | None,
-               best_metric: str = "loss", labels: list[str] | None = None,
-               loss: str = "head", clock: WallClock | None = None) -> tuple[np.ndarray, dict[str, Any]]:
-    """Fit the branch's weights (`model.wide`) and the head's bias as a linear model of the bags
-    (module docstring) with the head's loss or (`loss="squared_hinge"`) LinearSVC's, C picked by
-    `best_metric` on validation (the head's metrics, decision rule tuned there first, as the
-    engine's evaluation does; hinge margins Platt-scaled on validation for the judging). Returns
-    the training rows' offsets [rows, C] (out-of-fold minus in-sample logits) and what it chose
-    (`C`, the validation score, `seconds`, and `bias` [C]: the bias fitted with the branch, the
-    bag-of-terms model's own, which the encoder's training then moves). Under a wall-clock budget
-    (`clock`) the fits stop at a deadline that leaves the encoder's loop LOOP_SHARE of the budget and
-    the end of the run its reserve (an L-BFGS fit cut short there is still a fit, the first always
-    made), the grid stops where the next fit (timed as the last one, twice) would pass it, and the
-    out-of-fold fits are skipped where they would (the offsets are then zero: the encoder trains
-    against the full branch's logits; the run's choice may still ship the branch); each cut is
-    said in the clock's `shrunk`."""
+@dataclasses.dataclass
+class LinearFit:
+    """A bag's fitted linear model (`fit_linear`): weights [rows, C] and bias [C] as log-odds (hinge
+    margins already scaled), the C chosen and its validation score, and the training rows' logits by
+    a fit without them (`out_of_fold`, None where the clock skipped the folds) and by this one (`in_sample`)."""
+
+    weights: Tensor
+    bias: Tensor
+    c: float
+    score: float
+    out_of_fold: Tensor | None
+    in_sample: Tensor
+    seconds: float
+    method: str
+    """How it was fitted, in words (the log's)."""
+
+
+def next_c(grid: tuple[float, ...], tried: list[float], best: float) -> float | None:
+    """The hinge fit's next C (`grid` sorted), or None: first the neighbours of the first C tried, then a
+    walk outwards on the side of the best so far while it sits at the edge of what was tried (a validation
+    score is near unimodal in log C: past a worse neighbour the one beyond was never the best on the
+    shared sets, docs/recipe.md, and the weakest penalties are the slowest liblinear fits)."""
+    i = grid.index(tried[0])
+    for j in (i - 1, i + 1):
+        if 0 <= j < len(grid) and grid[j] not in tried:
+            return grid[j]
+    low, high = grid.index(min(tried)), grid.index(max(tried))
+    if best == grid[low] and low > 0:
+        return grid[low - 1]
+    if best == grid[high] and high < len(grid) - 1:
+        return grid[high + 1]
+    return None
+
+
+def fit_linear(branch: WideBranch, bias: Tensor, head: Any, train: TokenizedSplit, validation: TokenizedSplit | None,
+               best_metric: str = "loss", labels: list[str] | None = None, loss: str = "head",
+               clock: WallClock | None = None, start_c: float | None = None, what: str = "the warm start",
+               folds_for: str = "the encoder's targets") -> LinearFit:
+    """The linear model of the branch's bags of `train` (the branch's IDF table set): the head's loss
+    or (`loss="squared_hinge"`) LinearSVC's, C picked by `best_metric` on validation (the head's
+    metrics, decision rule tuned there first, as the engine's evaluation does; hinge margins scaled
+    on validation for the judging), from `bias` [C]. The hinge's C starts at `start_c` (default
+    HINGE_START) and walks (`next_c`); the head's loss rises through WARM_START_C. Under a
+    wall-clock budget (`clock`) the fits stop at a deadline that leaves the encoder's loop
+    LOOP_SHARE of the budget and the end of the run its reserve (an L-BFGS fit cut short there is
+    still a fit, the first always made), the grid stops where the next fit (timed as the last one,
+    twice) would pass it, and the out-of-fold fits (`folds_for` what) are skipped where they would;
+    each cut is said in the clock's `shrunk`, naming `what` was cut."""
     started = time.monotonic()
-    branch = model.wide
     bags, targets = bag_matrix(branch, train), torch.from_numpy(train.row_labels(list(range(train.num_rows))))
-    bias = model.head.bias.detach().float().cpu()
     hinge = loss == "squared_hinge"
     single = targets.ndim == 1  # class ids: hinge margins are one class against the rest, then one softmax
     svm_targets = nn.functional.one_hot(targets, bias.numel()).float() if hinge and single else targets
@@ -279,10 +316,12 @@ def warm_start(model: nn.Module, head: Any, train: TokenizedSplit, validation: T
     weights, fitted_bias = None, bias
     fit_seconds = 0.0
     deadline = _deadline(clock)
-    for i, c in enumerate(grid):  # L-BFGS: C rising, each fit from the last one's solution (a regularisation path)
+    tried: list[float] = []
+    c: float | None = (start_c if start_c in grid else HINGE_START) if hinge and len(grid) > 1 else grid[0]
+    while c is not None:  # L-BFGS: C rising, each fit from the last one's solution (a regularisation path)
         past_deadline = deadline is not None and time.monotonic() >= deadline
-        if i > 0 and (past_deadline or (i >= MIN_GRID and not _affords(clock, 2 * fit_seconds))):
-            clock.shrink(f"the warm start's C grid stopped before C {c:g} ({max(clock.left(), 0):.0f} s left)")
+        if tried and (past_deadline or (len(tried) >= MIN_GRID and not _affords(clock, 2 * fit_seconds))):
+            clock.shrink(f"{what}'s C grid stopped before C {c:g} ({max(clock.left(), 0):.0f} s left)")
             break
         fit_started = time.monotonic()
         weights, fitted_bias = _fit_svm(bags, svm_targets, c) if hinge else _fit(bags, targets, head.loss, fitted_bias,
@@ -295,40 +334,67 @@ def warm_start(model: nn.Module, head: Any, train: TokenizedSplit, validation: T
                 logits = logits * scale + shift
             judge.tune(logits.numpy(), val_targets)
             score = float(judge.metrics(logits.numpy(), val_targets, names)[best_metric])
-            logger.info("wide warm start: C %g -> validation %s %.4f", c, best_metric, score)
+            logger.info("%s: C %g -> validation %s %.4f", what, c, best_metric, score)
         if best is None or (has_validation and is_better(best_metric, score, best[0])):
             best = (score, c, weights, fitted_bias)
         fit_seconds = time.monotonic() - fit_started
+        tried.append(c)
+        if hinge:
+            c = next_c(grid, tried, best[1])
+        else:
+            c = grid[len(tried)] if len(tried) < len(grid) else None
     score, c, weights, fitted_bias = best
     # each fold from zeros and the prior: starting from the full fit would carry what it learnt
     # from the held-out rows into their logits wherever L-BFGS stops short of the optimum
     fit = (lambda b, t: _fit_svm(b, t, c)) if hinge else (lambda b, t: _fit(b, t, head.loss, bias, c))
+    out_of_fold: Tensor | None = None
     if _affords(clock, 2 * fit_seconds * WARM_START_FOLDS):  # a fold starts from zeros: ~2x a grid step
         out_of_fold = out_of_fold_logits(bags, svm_targets, fit, bias.numel())  # [rows, C]
-    else:  # no time for the folds: the encoder's targets are the full branch's (zero offsets)
-        clock.shrink(f"no out-of-fold logits for the encoder's targets ({WARM_START_FOLDS} fits of ~{fit_seconds:.0f} s; "
+    else:
+        clock.shrink(f"no out-of-fold logits for {folds_for} ({WARM_START_FOLDS} fits of ~{fit_seconds:.0f} s; "
                      f"{max(clock.left(), 0):.0f} s left)")
-        with torch.no_grad():
-            out_of_fold = bags @ weights + fitted_bias
     if hinge:  # margins -> log-odds (softmax logits), fitted where the margins are those of unseen texts
-        scale, shift = calibrate(out_of_fold, targets)
-        out_of_fold = out_of_fold * scale + shift
+        # without them, the scale alone: a training text's margin overstates how well its class
+        # separates, and shifts fitted there moved tnews5k's validation accuracy from 49.6 to 47.2
+        # (the hinge's own argmax, kept by a scale, scored 49.6; out-of-fold shifts 49.8)
+        with torch.no_grad():
+            margins = out_of_fold if out_of_fold is not None else bags @ weights + fitted_bias
+        scale, shift = calibrate(margins, targets, shift=out_of_fold is not None)
+        out_of_fold = None if out_of_fold is None else out_of_fold * scale + shift
         weights, fitted_bias = weights * scale, fitted_bias * scale + shift
     with torch.no_grad():
-        branch.weight.copy_(weights.to(branch.weight))
-        model.head.bias.copy_(fitted_bias.to(model.head.bias))
+        in_sample = bags @ weights + fitted_bias  # [rows, C]
+    method = ("squared hinge + " + ("softmax scaling" if single else "Platt")) if hinge else "the head's loss"
+    return LinearFit(weights, fitted_bias, c, score, out_of_fold, in_sample, time.monotonic() - started, method)
+
+
+def warm_start(model: nn.Module, head: Any, train: TokenizedSplit, validation: TokenizedSplit | None,
+               best_metric: str = "loss", labels: list[str] | None = None,
+               loss: str = "head", clock: WallClock | None = None) -> tuple[np.ndarray, dict[str, Any]]:
+    """Fit the branch's weights (`model.wide`) and the head's bias as a linear model of the bags
+    (`fit_linear`, module docstring). Returns the training rows' offsets [rows, C] (out-of-fold minus
+    in-sample logits; zero where the clock skipped the folds: the encoder trains against the full
+    branch's logits, and the run's choice may still ship the branch) and what it chose (`C`, the
+    validation score, `seconds`, and `bias` [C]: the bias fitted with the branch, the bag-of-terms
+    model's own, which the encoder's training then moves)."""
+    branch = model.wide
+    bias = model.head.bias.detach().float().cpu()
+    fitted = fit_linear(branch, bias, head, train, validation, best_metric, labels, loss, clock)
+    with torch.no_grad():
+        branch.weight.copy_(fitted.weights.to(branch.weight))
+        model.head.bias.copy_(fitted.bias.to(model.head.bias))
         # the model starts as the fitted branch: the encoder's head weights at zero, so it adds
         # nothing until it learns something (at its random start it adds noise to every log-odds
         # the branch has fitted)
         model.head.weight.zero_()
-        in_sample = bags @ weights + fitted_bias  # [rows, C]
-    offsets = out_of_fold - in_sample
-    seconds = time.monotonic() - started
-    fitted_with = ("squared hinge + " + ("softmax scaling" if single else "Platt")) if hinge else "the head's loss"
-    logger.info("wide warm start: the bag-of-terms branch fitted (%s, C %g, %d training rows, %d folds for the "
-                "encoder's targets) in %.1f s", fitted_with, c, train.num_rows, WARM_START_FOLDS, seconds)
-    return offsets.numpy().astype(np.float32), {"C": c, "validation_score": score, "seconds": seconds,
-                                                "bias": fitted_bias.detach().float().cpu()}
+    out_of_fold = fitted.out_of_fold if fitted.out_of_fold is not None else fitted.in_sample
+    offsets = out_of_fold - fitted.in_sample
+    logger.info("wide warm start: the bag-of-terms branch fitted (%s, C %g, %d training rows, %s) in %.1f s",
+                fitted.method, fitted.c, train.num_rows,
+                f"{WARM_START_FOLDS} folds for the encoder's targets" if fitted.out_of_fold is not None
+                else "no folds", fitted.seconds)
+    return offsets.numpy().astype(np.float32), {"C": fitted.c, "validation_score": fitted.score,
+                                                "seconds": fitted.seconds, "bias": fitted.bias.detach().float().cpu()}
 
 
 MIN_GRID = 2
@@ -349,6 +415,12 @@ def _deadline(clock: WallClock | None) -> float | None:
     if clock is None or clock.budget is None:
         return None
     return time.monotonic() + clock.left() - LOOP_SHARE * clock.budget - clock.reserve()
+
+
+def deadline_passed(clock: WallClock | None) -> bool:
+    """Whether the warm start's share of the budget (`_deadline`) is spent."""
+    deadline = _deadline(clock)
+    return deadline is not None and time.monotonic() >= deadline
 
 
 def _affords(clock: WallClock | None, seconds: float) -> bool:

@@ -77,6 +77,15 @@ class WideConfig:
     LinearSVC loss, whose margins are then turned into log-odds per label by Platt scaling on
     out-of-fold margins; on many-label documents it beat the logistic fit by 0.009 micro-F1 on
     tokens and 0.035 on tokens and pairs (docs/tasks.md, "Many rare labels")."""
+    second_bag_ngrams: int = 0
+    """With `warm_start`: 0, nothing more; 2 or 3, the warm start also fits a bag-of-terms model of its
+    own over tokens and their n-grams up to this order in `second_bag_buckets` hashed rows (the same
+    loss, C walked on validation), a candidate of the run's choice named `bag_of_terms_N`
+    (tfm_cls.classify.bag_candidate): a second view of the words, shipped only where validation says it
+    holds more than the cheaper ones. The recipe asks for triples where the tokens are characters."""
+    second_bag_buckets: int = 2**20
+    """The second bag's hashed rows (triples need more rows than pairs: fewer, and their collisions cost
+    what they add)."""
     lr: float | None = None
     """Learning rate of the branch (None: `train.head_lr`, else `train.lr`); unused with
     `warm_start`, which keeps the branch as fitted."""
@@ -90,6 +99,11 @@ class WideConfig:
         _require(self.ngrams in (1, 2, 3) and (self.enabled or self.ngrams == 1),
                  f"wide.ngrams={self.ngrams}: expected 1, 2 or 3, and 2 or 3 {needs}")
         _require(1 <= self.buckets <= 2**31, f"wide.buckets: expected 1 to 2^31, got {self.buckets}")
+        _require(self.second_bag_ngrams in (0, 2, 3) and (self.warm_start or not self.second_bag_ngrams),
+                 f"wide.second_bag_ngrams={self.second_bag_ngrams}: expected 0, 2 or 3, and 2 or 3 needs "
+                 "wide.warm_start: true (the second bag is fitted beside the warm start's)")
+        _require(1 <= self.second_bag_buckets <= 2**31,
+                 f"wide.second_bag_buckets: expected 1 to 2^31, got {self.second_bag_buckets}")
         _require(self.lr is None or self.lr > 0, f"wide.lr: expected > 0, got {self.lr}")
         _require(self.enabled or not self.warm_start, f"wide.warm_start fits the bag-of-tokens branch: it {needs}")
         _require(self.loss == "head" or self.warm_start,

@@ -28,6 +28,7 @@ from tokenizers import Tokenizer
 from torch import nn
 
 from tfm_cls import runs as R
+from tfm_cls.classify.bag_candidate import fit_second_bag
 from tfm_cls.classify.finish import finish_run
 from tfm_cls.classify.heads import check_loss_weights, head_for
 from tfm_cls.classify.task import ClassificationTask, segment_kwargs
@@ -245,6 +246,8 @@ def train(
         # and the warm start's training offsets, which the task adds to the logits in its loss
         clock = WallClock(cfg.train.wall_minutes, started, finish_rows=_finish_rows(cfg, splits))
         offsets = start_wide(cfg, model, splits, data.labels, run_dir, resume=resume, env=env, clock=clock)
+        if not resume and env.is_main:  # another view of the words, a candidate of the run's choice
+            fit_second_bag(cfg, model, splits, data.labels, run_dir, clock)
         task = ClassificationTask(cfg, model, splits, data.labels, run_dir, env, amp, offsets=offsets)
         logger.info(
             "model: %.2fM parameters, %d layers, d_model %d, device %s, %s",

@@ -507,6 +507,30 @@ def test_a_spent_wall_clock_stops_the_warm_start_grid_and_skips_the_folds(caplog
         assert (model.eval()(torch.tensor(rows)).argmax(-1).numpy() == labels).mean() > 0.9
 
 
+def test_without_out_of_fold_margins_the_hinge_keeps_its_own_decision_and_scales_only():
+    from sklearn.svm import LinearSVC
+
+    from tfm_cls.training.clock import WallClock
+
+    rng = np.random.default_rng(5)
+    (train_rows, train_labels), (val_rows, val_labels) = _class_word_rows(rng, 90), _class_word_rows(rng, 60)
+    train_split = _split(train_rows, train_labels)
+    model = _tfidf_model()
+    set_idf(model.wide, train_split)
+    spent = WallClock(1.0, started=time.monotonic() - 3600)  # no time for the folds
+    _, chosen = warm_start(model, SingleLabelHead(), train_split, _split(val_rows, val_labels), "accuracy",
+                           ["a", "b", "c"], loss="squared_hinge", clock=spent)
+    assert any(what.startswith("no out-of-fold logits") for what in spent.shrunk)
+    # in-sample margins would overstate the classes' separation: no shift fitted there, so the model's
+    # logits are LinearSVC's margins times one temperature: the same weights up to it, its own bias
+    bags = bag_matrix(model.wide, train_split)
+    svc = LinearSVC(C=chosen["C"], max_iter=2000).fit(bags.to_dense().numpy(), train_labels)
+    scale = float(model.head.bias.detach()[0] / svc.intercept_[0])
+    assert scale > 0
+    assert model.head.bias.detach().numpy() == pytest.approx(scale * svc.intercept_, rel=1e-4)
+    assert model.wide.weight.detach().numpy() == pytest.approx(scale * svc.coef_.T, abs=1e-5 * scale)
+
+
 def test_a_fit_with_a_passed_deadline_stops_after_one_chunk_of_iterations(caplog):
     rng = np.random.default_rng(3)
     labels = rng.integers(0, 3, 80)

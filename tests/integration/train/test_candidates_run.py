@@ -114,7 +114,7 @@ def test_a_spent_budget_still_writes_a_run_from_the_warm_start_and_says_what_it_
     data = write_topic_data(tmp_path / "data")
     run = tmp_path / "run"
     cfg = load_config(ClassifierConfig, None, [*TINY, f"data.path={data}", f"run_dir={run}", *WIDE,
-                                               "train.wall_minutes=1"])
+                                               "train.wall_minutes=1", "wide.second_bag_ngrams=3"])
     metrics = train(cfg, started=time.monotonic() - 3600)  # a 1-minute budget spent an hour ago
     # the warm start makes its first fit and stops there; the step-0 evaluation (the bag: the head is
     # zero) finds no time for a first step; the run is written all the same, and says what it cut
@@ -122,9 +122,37 @@ def test_a_spent_budget_still_writes_a_run_from_the_warm_start_and_says_what_it_
     shrunk = metrics["wall_clock"]["shrunk"]
     assert any(s.startswith("the warm start's C grid stopped") for s in shrunk)
     assert any(s.startswith("no out-of-fold logits") for s in shrunk)
+    assert "no bag_of_terms_3 candidate (the warm start's share of the budget is spent)" in shrunk
+    assert not (run / R.CANDIDATES_DIR / "bag_of_terms_3").exists()
     # the kept weights are the start's, where the encoder adds nothing: the two score alike, the bag ships
     front = {row["name"]: row for row in metrics["candidates"]["front"]}
     assert front["bag_of_terms"]["validation"] == front["wide_and_deep"]["validation"]
     assert metrics["candidates"]["chosen"] == "bag_of_terms"
     assert isinstance(R.load_run(run).model, BagOfTermsClassifier)
     assert set(metrics["test"]) >= {metrics["best_metric"]}
+
+
+def test_a_second_bag_is_fitted_as_a_candidate_of_its_own_and_exports_as_any_other(tmp_path):
+    data = write_topic_data(tmp_path / "data")
+    run = tmp_path / "run"
+    cfg = load_config(ClassifierConfig, None, [*TINY, f"data.path={data}", f"run_dir={run}", *WIDE,
+                                               "wide.second_bag_ngrams=3", "wide.second_bag_buckets=1024"])
+    metrics = train(cfg)
+    front = {row["name"]: row for row in metrics["candidates"]["front"]}
+    assert set(front) == {"wide_and_deep", "bag_of_terms", "bag_of_terms_3"}
+    loaded = R.load_run(run, candidate="bag_of_terms_3")
+    bag = loaded.model
+    assert isinstance(bag, BagOfTermsClassifier) and (bag.wide.ngrams, bag.wide.buckets) == (3, 1024)
+    assert bag.wide.weight.abs().sum() > 0 and (bag.wide.idf > 0).any()  # fitted, its own IDF table
+    # the triples' rows hold weights of their own: not the word bag's 512 rows in a bigger table
+    assert bag.wide.weight[bag.wide.vocab_size + 512:].abs().sum() > 0
+    metric = metrics["best_metric"]
+    # scored and timed as the others; a candidate not shipped lies in RUN/candidates/ as the others do
+    assert front["bag_of_terms_3"]["texts_per_second"] > 0 and set(front["bag_of_terms_3"]["test"]) == {metric}
+    assert front["bag_of_terms_3"]["size_mb"] > front["bag_of_terms"]["size_mb"]  # 1,024 hashed rows, not 512
+    # exported, it is what the runtime runs: the same scores as the PyTorch model on texts of any length
+    path = tmp_path / "bag3.onnx"
+    assert cli.main(["export", "--run", str(run), "--candidate", "bag_of_terms_3", "--output", str(path)]) == 0
+    scores, _, _ = Classifier(path).classify(TEXTS)
+    torch_logits, _, _ = texts_logits(loaded, TEXTS)
+    assert np.asarray(scores) == pytest.approx(softmax(torch_logits / loaded.temperature), abs=1e-5)

@@ -42,6 +42,10 @@ def test_the_section_gives_the_models_arguments_under_their_flat_names():
     ({"enabled": True, "buckets": 0}, "wide.buckets: expected 1 to 2\\^31"),
     ({"enabled": True, "lr": -1.0}, "wide.lr: expected > 0"),
     ({"enabled": True, "loss": "squared_hinge"}, "it needs wide.warm_start: true"),
+    ({"enabled": True, "second_bag_ngrams": 3}, "wide.second_bag_ngrams=3: .*needs wide.warm_start: true"),
+    ({"enabled": True, "warm_start": True, "second_bag_ngrams": 4}, "wide.second_bag_ngrams=4: expected 0, 2 or 3"),
+    ({"enabled": True, "warm_start": True, "second_bag_ngrams": 3, "second_bag_buckets": 2**32},
+     "wide.second_bag_buckets: expected 1 to 2\\^31"),
 ])
 def test_the_section_checks_itself(kwargs, message):
     with pytest.raises(ValueError, match=message):
@@ -59,7 +63,8 @@ def test_old_wide_keys_in_a_file_load_as_the_section_with_one_deprecation_line(t
     assert line.startswith(f"{old}: deprecated keys ") and all(pair in line for pair in RENAMED)
     save_config(load_config(ClassifierConfig, old), tmp_path / "saved.yaml")  # saved: the new keys only
     saved = yaml.safe_load((tmp_path / "saved.yaml").read_text())
-    assert saved["wide"] == NEW["wide"] and not {"wide", "encoder_length"} & set(saved["model"])
+    defaults = {"second_bag_ngrams": 0, "second_bag_buckets": 2**20}  # keys the old names never had
+    assert saved["wide"] == {**NEW["wide"], **defaults} and not {"wide", "encoder_length"} & set(saved["model"])
     assert "wide_lr" not in saved["train"]
 
 

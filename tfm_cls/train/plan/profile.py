@@ -68,6 +68,11 @@ class DataProfile:
     [SEP] included; both texts of a pair); {} without a pretrained tokenizer."""
     unk_share: float | None
     """Share of the encoder's tokens that are [UNK] over the sample (None: no pretrained tokenizer)."""
+    chars_per_token: float | None = None
+    """The sample's characters (spaces aside) per token the run reads them as: the encoder's tokens,
+    each character of an [UNK] span counted as one (what an extended vocabulary makes of them).
+    Near 1 where the tokens are characters (CJK, whose ideographs BERT's tokenizer splits apart),
+    about 4 for English word pieces. None: no pretrained tokenizer."""
     unlabelled: int = 0
     """Multi-label: training rows with an empty list of labels."""
     source: dict[str, Any] = dataclasses.field(default_factory=dict)
@@ -98,7 +103,8 @@ class DataProfile:
                          f"{p['median']}, max {p['max']}")
         if self.lengths:
             lines.append("lengths in the encoder's tokens: " + ", ".join(f"{k} {v}" for k, v in self.lengths.items())
-                         + f"; [UNK] share {self.unk_share:.2%}")
+                         + f"; [UNK] share {self.unk_share:.2%}"
+                         + (f"; {self.chars_per_token:.1f} characters a token" if self.chars_per_token else ""))
         if self.empty_texts:
             lines.append(f"empty texts in train: {self.empty_texts}")
         return lines
@@ -238,24 +244,28 @@ def _counts(task: str, targets: list[Any], names: list[str], file: str) -> list[
     return counts
 
 
-def _token_lengths(texts: list[str], pairs: list[str] | None) -> tuple[dict[str, int], float | None]:
-    """Length percentiles in the packaged MiniLM's tokens and its [UNK] share; ({}, None) when the
-    checkpoint is not installed."""
+def _token_lengths(texts: list[str], pairs: list[str] | None) -> tuple[dict[str, int], float | None, float | None]:
+    """Length percentiles in the packaged MiniLM's tokens, its [UNK] share and the characters a token
+    (DataProfile.chars_per_token); ({}, None, None) when the checkpoint is not installed."""
     from tfm_cls.pretrained_encoder import pretrained_tokenizer
 
     tokenizer = pretrained_tokenizer()
     if tokenizer is None:
-        return {}, None
+        return {}, None, None
     encodings = tokenizer.encode_batch(list(zip(texts, pairs)) if pairs is not None else texts)
     lengths = sorted(len(e.ids) for e in encodings)
     unk = tokenizer.token_to_id("[UNK]")
     tokens = sum(len(e.ids) - 2 for e in encodings)
     unknown = sum(e.ids.count(unk) for e in encodings)
+    characters = sum(not c.isspace() for t in [*texts, *(pairs or [])] for c in t)
+    unknown_characters = sum(end - start for e in encodings for i, (start, end) in zip(e.ids, e.offsets) if i == unk)
+    read_as = tokens - unknown + unknown_characters
 
     def at(q: float) -> int:
         return lengths[min(len(lengths) - 1, int(q * len(lengths)))]
 
-    return {"p50": at(0.5), "p95": at(0.95), "p99": at(0.99), "max": lengths[-1]}, unknown / max(tokens, 1)
+    return ({"p50": at(0.5), "p95": at(0.95), "p99": at(0.99), "max": lengths[-1]}, unknown / max(tokens, 1),
+            characters / read_as if read_as else None)
 
 
 def profile_data(data: str | Path | DataConfig, seed: int = 0) -> DataProfile:
@@ -285,10 +295,11 @@ def profile_data(data: str | Path | DataConfig, seed: int = 0) -> DataProfile:
         raise DataError(f"{train_file}: every text in column {text!r} is empty")
     sample = random.Random(seed).sample(range(len(texts)), min(len(texts), PROFILE_ROWS))
     second = encoded["train"]["text_pair"] if pair is not None else None
-    lengths, unk_share = _token_lengths([texts[i] for i in sample], None if second is None else [second[i] for i in sample])
+    lengths, unk_share, chars_per_token = _token_lengths([texts[i] for i in sample],
+                                                         None if second is None else [second[i] for i in sample])
     return DataProfile(
         folder=str(source.path or source.name), files=files, text_column=text, text_pair_column=pair,
         label_column=label, task=task, task_reason=reason, labels=names if task != "regression" else [],
         counts=counts, sizes={k: len(v) for k, v in dsd.items()}, empty_texts=empty, lengths=lengths,
-        unk_share=unk_share, unlabelled=unlabelled, source=_source_keys(source),
+        unk_share=unk_share, chars_per_token=chars_per_token, unlabelled=unlabelled, source=_source_keys(source),
     )

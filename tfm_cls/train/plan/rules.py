@@ -62,6 +62,13 @@ MIN_TO_CARVE = 4
 """A single-label class needs this many training examples for stratified test and validation
 carves to leave it in train (each takes one of two or more)."""
 EXTEND_VOCAB = 5000
+CHARACTER_TOKENS = 1.5
+"""Below this many characters a token (DataProfile.chars_per_token) the tokens are characters (CJK
+text reads 1.0, English word pieces 2.8-3.6 on the shared sets): a word is then two or three tokens,
+which a bag of pairs misses, and the run also fits a bag of triples as a candidate (`character_bag`)."""
+BAG_TABLE_FLOATS = 2**24
+"""The character bag's hashed rows: as many as keep its table under this many floats (64 MB fp32) at
+the set's number of outputs, from 2^18 (the word bag's) up to 2^20 (`character_bag`)."""
 PATIENCE = 2
 """Evaluations without a better validation score that end the loop (of about six in a budget): the
 issue-41 runs kept step 0 after 77 steps that never beat it; two misses in a row leave the rest of
@@ -242,6 +249,18 @@ def _few_shot(c: _Choices, profile: DataProfile, minutes: float) -> None:
           train__max_minutes=round(max(1.0, minutes - _overhead_minutes(profile, minutes)), 2))
 
 
+def character_bag(outputs: int) -> tuple[int, int]:
+    """(ngrams, buckets) of the second bag where the tokens are characters: tokens, pairs and triples,
+    hashed into 2^20 rows, fewer (down to 2^18) where the outputs would take the table past
+    BAG_TABLE_FLOATS. On tnews the library's bag with LinearSVC scored 56.1 with pairs and 56.0 with
+    triples in 2^18 rows, 56.3 and 56.8 in 2^20 (benchmarks/bag_terms: the triples' collisions cost
+    what they add)."""
+    buckets = 2**20
+    while buckets > 2**18 and buckets * outputs > BAG_TABLE_FLOATS:
+        buckets //= 2
+    return 3, buckets
+
+
 def _fine_tune(c: _Choices, profile: DataProfile, minutes: float, wide: bool) -> None:
     _encoder(c, profile)
     long_documents = _length(c, profile, wide)
@@ -254,6 +273,13 @@ def _fine_tune(c: _Choices, profile: DataProfile, minutes: float, wide: bool) ->
               "many-label documents (docs/tasks.md)",
               wide__enabled=True, wide__weighting="tfidf", wide__ngrams=2, wide__buckets=2**18, wide__warm_start=True,
               wide__loss="squared_hinge")
+        if profile.chars_per_token is not None and profile.chars_per_token < CHARACTER_TOKENS:
+            ngrams, buckets = character_bag(max(1, len(profile.labels)))
+            c.set(f"{profile.chars_per_token:.2f} characters a token: the tokens are characters, so a word is two or "
+                  f"three of them; a second bag of tokens, pairs and triples in {buckets:,} hashed rows is fitted as a "
+                  "candidate and ships where validation says it holds more than the bag of pairs (the classical "
+                  "character n-gram model led the pairs on tnews by 0.5 point; docs/recipe.md)",
+                  wide__second_bag_ngrams=ngrams, wide__second_bag_buckets=buckets)
     best = {"single_label": "accuracy", "multi_label": "micro_f1", "regression": "pearson"}[profile.task]
     c.set("the encoder at a low rate, its new head at a high one (the MiniLM presets' rates, measured on sst2, trec, "
           "mr_polarity, ag_news and sms_spam)", train__lr=5e-5, train__head_lr=2e-3 if multi else 1e-3,

@@ -175,3 +175,23 @@ def test_a_bad_user_override_names_only_itself(tmp_path):
     plan = plan_run(profile_data(write_dataset(tmp_path / "d", {"train": make_texts(300, 0)})))
     with pytest.raises(ConfigError, match=r"^command line train\.lr=fast: "):
         plan.config(["train.lr=fast"])
+
+
+def test_text_read_character_by_character_gets_a_second_bag_of_triples_and_words_do_not(tmp_path):
+    rng = random.Random(0)
+    characters = [chr(0x4E00 + i) for i in range(300)]  # CJK ideographs: one token each
+    rows = [{"text": "".join(rng.choice(characters[c * 100:(c + 1) * 100]) for _ in range(12)), "label": c}
+            for c in range(3) for _ in range(1000)]
+    chinese = plan_run(profile_data(write_dataset(tmp_path / "zh", {"train": rows})), minutes=10)
+    assert chinese.regime == "standard" and chinese.profile.chars_per_token == pytest.approx(1.0)
+    wide = chinese.config().wide
+    # the warm start's bag stays the word bag (pairs in 2^18 rows); the triples are a candidate of their own
+    assert (wide.ngrams, wide.buckets, wide.second_bag_ngrams, wide.second_bag_buckets) == (2, 2**18, 3, 2**20)
+    assert any("characters a token" in line for line in chinese.describe())
+    english = plan_run(profile_data(write_dataset(tmp_path / "en", {"train": make_texts(3000, 0)})), minutes=10)
+    assert english.profile.chars_per_token > 2.5
+    assert (english.config().wide.ngrams, english.config().wide.second_bag_ngrams) == (2, 0)
+    # the table stays under BAG_TABLE_FLOATS: fewer rows for many outputs, never under the word bag's
+    assert rules_module.character_bag(15) == (3, 2**20)
+    assert rules_module.character_bag(28) == (3, 2**19)
+    assert rules_module.character_bag(90) == (3, 2**18)

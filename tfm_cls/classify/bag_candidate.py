@@ -1,0 +1,96 @@
+"""A second bag of terms, fitted as a model of its own and offered to the run's choice: another view of
+the words (`wide.second_bag_ngrams`: tokens and their n-grams up to that order, in
+`wide.second_bag_buckets` hashed rows) beside the warm start's branch.
+
+    fit_second_bag(cfg, model, splits, labels, run_dir, clock)   # tfm_cls.train.recipe, after start_wide
+    second_bag(cfg, run_dir, device)                             # tfm_cls.classify.candidates: (name, model)
+
+The recipe asks for tokens, pairs and triples where the tokens are characters (Chinese, Japanese: a word
+is two or three of them, and the classical character n-gram models beat a bag of pairs there), and
+the run's choice (tfm_cls.classify.candidates.pick) ships it only where its validation score is more
+than one paired standard error above the cheaper bag's. It is the warm start's fit
+(tfm_cls.classify.wide_fit.fit_linear: the same loss, C walked on validation, hinge margins scaled
+into log-odds on out-of-fold margins), made on a fresh run before the first step, under the same
+deadline (skipped, and said, where the warm start's share of the budget is spent), and written at
+once to RUN/candidates/bag_of_terms_N/ (model_config.json, model.safetensors), where a resumed run
+finds it. When it ships, that folder keeps its copy (a finish that is interrupted and resumed makes
+the same choice again).
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+from pathlib import Path
+from typing import Any
+
+import torch
+from torch import nn
+
+from tfm_cls import runs as R
+from tfm_cls.classify.heads import head_for
+from tfm_cls.classify.wide_fit import deadline_passed, fit_linear, set_idf
+from tfm_cls.data.tokenized import TokenizedSplit
+from tfm_cls.io import read_json, write_json
+from tfm_cls.model.bag import BagOfTermsClassifier
+from tfm_cls.runs import CANDIDATES_DIR
+from tfm_cls.training.clock import WallClock
+from tfm_cls.weights import load_weights, save_weights
+
+logger = logging.getLogger(__name__)
+
+
+def name_of(ngrams: int) -> str:
+    """The candidate's name (its folder under RUN/candidates/, its row of the front)."""
+    return f"bag_of_terms_{ngrams}"
+
+
+def fit_second_bag(cfg: Any, model: nn.Module, splits: dict[str, TokenizedSplit], labels: list[str], run_dir: Path,
+                   clock: WallClock | None = None) -> Path | None:
+    """Fit the second bag (module docstring) and write it to RUN/candidates/NAME/; returns that folder,
+    or None where the config asks for none, there is no validation split to choose on, or the clock
+    has no time for it (said in its `shrunk`)."""
+    wide = cfg.wide
+    validation = splits.get("validation")
+    if not (wide.enabled and wide.warm_start and wide.second_bag_ngrams) or validation is None \
+            or validation.num_rows == 0:
+        return None
+    name = name_of(wide.second_bag_ngrams)
+    if deadline_passed(clock):
+        clock.shrink(f"no {name} candidate (the warm start's share of the budget is spent)")
+        return None
+    started = time.monotonic()
+    train = splits["train"]
+    config = model.config
+    longest = max((len(ids) for ids in train.input_ids), default=1)
+    bag = BagOfTermsClassifier(config["vocab_size"], config["num_classes"], config.get("pad_token_id"),
+                               max(longest, 2), "tfidf", wide.second_bag_ngrams, wide.second_bag_buckets)
+    set_idf(bag.wide, train)
+    head = head_for(cfg, train.labels, labels=labels)
+    fitted = fit_linear(bag.wide, torch.zeros(config["num_classes"]), head, train, validation,
+                        cfg.train.best_metric, labels, wide.loss, clock, what=f"the {name} candidate",
+                        folds_for=f"the {name} candidate's scaling")
+    with torch.no_grad():
+        bag.wide.weight.copy_(fitted.weights)
+        bag.bias.copy_(fitted.bias)
+    folder = run_dir / CANDIDATES_DIR / name
+    folder.mkdir(parents=True, exist_ok=True)
+    save_weights(bag, folder / R.WEIGHTS_FILE)
+    write_json(folder / R.MODEL_CONFIG_FILE, bag.config)  # last: a folder with its config holds both files
+    logger.info("candidate %s: fitted (%s, C %g, validation %s %.4f) in %.1f s, %s", name, fitted.method, fitted.c,
+                cfg.train.best_metric, fitted.score, time.monotonic() - started, folder)
+    return folder
+
+
+def second_bag(cfg: Any, run_dir: Path, device: str | torch.device = "cpu") -> tuple[str, nn.Module] | None:
+    """The second bag a run made (its name and model, the fitted weights loaded), or None where its
+    config asks for none or it was not made (no time, no validation split)."""
+    ngrams = getattr(getattr(cfg, "wide", None), "second_bag_ngrams", 0)
+    if not ngrams:
+        return None
+    folder = run_dir / CANDIDATES_DIR / name_of(ngrams)
+    if not (folder / R.MODEL_CONFIG_FILE).is_file():
+        return None
+    bag = R.build_model(read_json(folder / R.MODEL_CONFIG_FILE))
+    load_weights(bag, folder / R.WEIGHTS_FILE)
+    return name_of(ngrams), bag.to(device)
