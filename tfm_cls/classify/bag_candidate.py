@@ -13,7 +13,8 @@ than one paired standard error above the cheaper bag's. It is the warm start's f
 into log-odds on out-of-fold margins), made on a fresh run before the first step, under the same
 deadline (skipped, and said, where the warm start's share of the budget is spent), and written at
 once to RUN/candidates/bag_of_terms_N/ (model_config.json, model.safetensors), where a resumed run
-finds it. When it ships, that folder keeps its copy (a finish that is interrupted and resumed makes
+finds it (a run killed before it was written resumes without it: the loop's checkpoint is worth more
+than a refit). When it ships, that folder keeps its copy (a finish that is interrupted and resumed makes
 the same choice again).
 """
 

@@ -14,7 +14,8 @@ loss, full-batch L-BFGS with an L2 penalty whose strength is picked on validatio
 logistic regression baseline fitted in seconds inside the network. With `wide.loss:
 squared_hinge` the loss is LinearSVC's instead, one-vs-rest L2-SVMs, and their margins become
 log-odds by Platt scaling (multi-label: a scale and a shift per label) or the logits of one softmax
-(single-label: one scale and a shift per class, `softmax_scaling`), fitted on out-of-fold margins. Without a warm start the branch learns the same words 32 texts a step (at `wide.lr`),
+(single-label: one scale and a shift per class, `softmax_scaling`), fitted on out-of-fold margins
+(where the clock has no time for the folds, the scale alone: LinearSVC's own decision kept). Without a warm start the branch learns the same words 32 texts a step (at `wide.lr`),
 which on long documents a CPU budget buys a few epochs of.
 
 The branch then stays fixed and the encoder learns what the words miss, by stacking (Wolpert
@@ -314,7 +315,7 @@ def fit_linear(branch: WideBranch, bias: Tensor, head: Any, train: TokenizedSpli
         judge = copy.deepcopy(head)  # tune() sets thresholds: the task's head keeps its own
     best: tuple[float, float, Tensor, Tensor] | None = None
     weights, fitted_bias = None, bias
-    fit_seconds = 0.0
+    fit_seconds, seconds_at = 0.0, {}  # the last fit's; each C's
     deadline = _deadline(clock)
     tried: list[float] = []
     c: float | None = (start_c if start_c in grid else HINGE_START) if hinge and len(grid) > 1 else grid[0]
@@ -337,7 +338,7 @@ def fit_linear(branch: WideBranch, bias: Tensor, head: Any, train: TokenizedSpli
             logger.info("%s: C %g -> validation %s %.4f", what, c, best_metric, score)
         if best is None or (has_validation and is_better(best_metric, score, best[0])):
             best = (score, c, weights, fitted_bias)
-        fit_seconds = time.monotonic() - fit_started
+        fit_seconds = seconds_at[c] = time.monotonic() - fit_started
         tried.append(c)
         if hinge:
             c = next_c(grid, tried, best[1])
@@ -348,10 +349,13 @@ def fit_linear(branch: WideBranch, bias: Tensor, head: Any, train: TokenizedSpli
     # from the held-out rows into their logits wherever L-BFGS stops short of the optimum
     fit = (lambda b, t: _fit_svm(b, t, c)) if hinge else (lambda b, t: _fit(b, t, head.loss, bias, c))
     out_of_fold: Tensor | None = None
-    if _affords(clock, 2 * fit_seconds * WARM_START_FOLDS):  # a fold starts from zeros: ~2x a grid step
+    # a fold is a fit at the chosen C on 4/5 of the rows: liblinear's costs what that C's fit did (the weakest
+    # penalties fit slowest: tnews' C 3 took 55 s, its C 1 13 s); L-BFGS starts a fold from zeros, ~2x a path step
+    fold_seconds = seconds_at[c] * (1.0 if hinge else 2.0)
+    if _affords(clock, fold_seconds * WARM_START_FOLDS):
         out_of_fold = out_of_fold_logits(bags, svm_targets, fit, bias.numel())  # [rows, C]
     else:
-        clock.shrink(f"no out-of-fold logits for {folds_for} ({WARM_START_FOLDS} fits of ~{fit_seconds:.0f} s; "
+        clock.shrink(f"no out-of-fold logits for {folds_for} ({WARM_START_FOLDS} fits of ~{fold_seconds:.0f} s; "
                      f"{max(clock.left(), 0):.0f} s left)")
     if hinge:  # margins -> log-odds (softmax logits), fitted where the margins are those of unseen texts
         # without them, the scale alone: a training text's margin overstates how well its class
