@@ -11,6 +11,11 @@ plan for the folder extends it), texts read to
 C, the best on validation scored on test (LinearSVC's own decision: the largest margin). Single-label
 sets only; without a validation split a seeded tenth of train (at least 500 texts) is held out
 (benchmarks.harness.samples.single_label_splits). Prints one table; writes bench_results/bag-terms-<time>.json.
+
+`--scaling`: at each order's chosen C, the accuracies of the margins as the recipe turns them into one
+softmax (tfm_cls.classify.wide_fit.softmax_scaling: a temperature and a shift per class) fitted on the
+training texts' own margins (`in_sample`) and on their 5-fold out-of-fold margins (`out_of_fold`),
+beside LinearSVC's own decision (`none`): what the warm start's fallback without folds is chosen on.
 """
 
 from __future__ import annotations
@@ -25,7 +30,7 @@ import torch
 
 from benchmarks.harness.results import OUT, environment, lead_line, write_results
 from benchmarks.harness.samples import single_label_splits
-from tfm_cls.classify.wide_fit import HINGE_C, _fit_svm, bag_matrix, set_idf
+from tfm_cls.classify.wide_fit import HINGE_C, _fit_svm, bag_matrix, out_of_fold_logits, set_idf, softmax_scaling
 from tfm_cls.data.tokenized import TokenizedSplit
 from tfm_cls.model.wide import BUCKETS, WideBranch
 
@@ -54,8 +59,26 @@ def _tokenized(tokenizer: Any, texts: list[str], targets: np.ndarray) -> Tokeniz
                           num_truncated=0, num_empty=0)
 
 
-def measure(folder: Path, orders: list[int], buckets: int = BUCKETS) -> dict[str, Any] | None:
-    """Each order's best C on validation, its validation and test accuracy, fit seconds (the grid)."""
+def _scalings(x_train: Any, x_val: Any, x_test: Any, y: tuple[np.ndarray, ...], one_hot: torch.Tensor,
+              c: float) -> dict[str, dict[str, float]]:
+    """Validation / test accuracy at C `c` of the margins unscaled, and scaled into one softmax on the
+    training margins in-sample and out of fold."""
+    weights, bias = _fit_svm(x_train, one_hot, c)
+    train_y, val_y, test_y = y
+    margins = x_train @ weights + bias
+    folds = out_of_fold_logits(x_train, one_hot, lambda b, t: _fit_svm(b, t, c), one_hot.shape[1])
+    out: dict[str, dict[str, float]] = {}
+    for name, fitted_on in (("none", None), ("in_sample", margins), ("out_of_fold", folds)):
+        scale, shift = ((torch.ones(one_hot.shape[1]), torch.zeros(one_hot.shape[1])) if fitted_on is None
+                        else softmax_scaling(fitted_on, torch.as_tensor(train_y)))
+        out[name] = {split: float((((x @ weights + bias) * scale + shift).argmax(1).numpy() == truth).mean())
+                     for split, x, truth in (("validation", x_val, val_y), ("test", x_test, test_y))}
+    return out
+
+
+def measure(folder: Path, orders: list[int], buckets: int = BUCKETS, scaling: bool = False) -> dict[str, Any] | None:
+    """Each order's best C on validation, its validation and test accuracy, fit seconds (the grid); with
+    `scaling`, the scalings' accuracies at that C (`_scalings`)."""
     splits = single_label_splits(folder)
     if splits is None:
         return None
@@ -79,6 +102,9 @@ def measure(folder: Path, orders: list[int], buckets: int = BUCKETS) -> dict[str
                 test_score = float(((x_test @ weights + bias).argmax(1).numpy() == test_y).mean())
                 best = {"C": c, "validation": score, "test": test_score}
         row[f"ngrams_{n}"] = {**best, "seconds": time.perf_counter() - started}
+        if scaling:
+            row[f"ngrams_{n}"]["scaling"] = _scalings(x_train, x_val, x_test, (train_y, val_y, test_y), one_hot,
+                                                      best["C"])
     return row
 
 
@@ -93,6 +119,15 @@ def table(rows: list[dict[str, Any]], orders: list[int]) -> str:
         lines.append(f"| {r['set']} | {r['train']} | {cells} | {100 * diffs[-1]:+.2f} |")
     if rows and len(orders) > 1:
         lines.append("\n" + lead_line(f"ngrams {orders[-1]} (against {orders[0]})", diffs))
+    scaled = [(r, n) for r in rows for n in orders if "scaling" in r[f"ngrams_{n}"]]
+    if scaled:
+        lines += ["", "| set | ngrams | C | none: validation / test | in-sample shift | out-of-fold shift |",
+                  "|---|---:|---:|---|---|---|"]
+        for r, n in scaled:
+            cell = r[f"ngrams_{n}"]
+            lines.append(f"| {r['set']} | {n} | {cell['C']:g} | " + " | ".join(
+                f"{100 * cell['scaling'][k]['validation']:.1f} / {100 * cell['scaling'][k]['test']:.1f}"
+                for k in ("none", "in_sample", "out_of_fold")) + " |")
     return "\n".join(lines)
 
 
@@ -101,12 +136,14 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--data", nargs="+", required=True, help="data folders (train.jsonl, test.jsonl, ...)")
     parser.add_argument("--ngrams", nargs="+", type=int, default=[2, 3], help="orders compared (1, 2, 3)")
     parser.add_argument("--buckets", type=int, default=BUCKETS, help="rows the pairs (and triples) are hashed into")
+    parser.add_argument("--scaling", action="store_true",
+                        help="also the accuracies of the margins scaled in-sample and out of fold, at each chosen C")
     parser.add_argument("--out", default=str(OUT))
     args = parser.parse_args(argv)
     torch.set_num_threads(1)
     rows = []
     for folder in args.data:
-        row = measure(Path(folder), args.ngrams, args.buckets)
+        row = measure(Path(folder), args.ngrams, args.buckets, args.scaling)
         if row is None:
             print(f"{folder}: not a single-label set of single texts; skipped", flush=True)
             continue

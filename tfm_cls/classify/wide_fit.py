@@ -359,8 +359,8 @@ def fit_linear(branch: WideBranch, bias: Tensor, head: Any, train: TokenizedSpli
                      f"{max(clock.left(), 0):.0f} s left)")
     if hinge:  # margins -> log-odds (softmax logits), fitted where the margins are those of unseen texts
         # without them, the scale alone: a training text's margin overstates how well its class
-        # separates, and shifts fitted there moved tnews5k's validation accuracy from 49.6 to 47.2
-        # (the hinge's own argmax, kept by a scale, scored 49.6; out-of-fold shifts 49.8)
+        # separates; shifts fitted there lost up to 3 validation points on 3 of 6 (set, order)
+        # cases, gained 0.3 on one (benchmarks/bag_terms --scaling, docs/recipe.md)
         with torch.no_grad():
             margins = out_of_fold if out_of_fold is not None else bags @ weights + fitted_bias
         scale, shift = calibrate(margins, targets, shift=out_of_fold is not None)

@@ -28,11 +28,16 @@ def test_each_order_is_scored_on_the_librarys_bag_and_a_pair_set_is_skipped(tmp_
     # the same words in every class: tokens alone cannot tell the classes apart, their order can
     assert row["ngrams_1"]["test"] < 0.5 and row["ngrams_2"]["test"] == 1.0 and row["ngrams_3"]["test"] == 1.0
     assert bag_terms.measure(pairs, [2]) is None
+    # the scalings at the chosen C: unscaled, it is LinearSVC's own decision, the row's own test score
+    scaled = bag_terms.measure(topics, [2], buckets=4096, scaling=True)["ngrams_2"]
+    assert scaled["scaling"]["none"]["test"] == scaled["test"]
+    assert set(scaled["scaling"]) == {"none", "in_sample", "out_of_fold"}
     assert bag_terms.main(["--data", str(topics), str(pairs), "--ngrams", "1", "3", "--buckets", "4096",
-                           "--out", str(tmp_path / "out")]) == 0
+                           "--scaling", "--out", str(tmp_path / "out")]) == 0
     printed = capsys.readouterr().out
     assert "pairs: not a single-label set of single texts; skipped" in printed
     assert "ngrams 3 (against 1) ahead on 1 of 1 sets" in printed
+    assert "| topics | 3 |" in printed and "out-of-fold shift" in printed
     saved = json.loads(next((tmp_path / "out").glob("bag-terms-*.json")).read_text())
     assert saved["orders"] == [1, 3] and [r["set"] for r in saved["rows"]] == ["topics"]
 
