@@ -30,7 +30,14 @@ import torch
 
 from benchmarks.harness.results import OUT, environment, lead_line, write_results
 from benchmarks.harness.samples import single_label_splits
-from tfm_cls.classify.wide_fit import HINGE_C, _fit_svm, bag_matrix, out_of_fold_logits, set_idf, softmax_scaling
+from tfm_cls.classify.wide_fit import (
+    HINGE_C,
+    _fit_svm,
+    bag_matrix,
+    out_of_fold_logits,
+    set_idf,
+    softmax_scaling,
+)
 from tfm_cls.data.tokenized import TokenizedSplit
 from tfm_cls.model.wide import BUCKETS, WideBranch
 
