@@ -288,13 +288,13 @@ def next_c(grid: tuple[float, ...], tried: list[float], best: float) -> float | 
 
 def fit_linear(branch: WideBranch, bias: Tensor, head: Any, train: TokenizedSplit, validation: TokenizedSplit | None,
                best_metric: str = "loss", labels: list[str] | None = None, loss: str = "head",
-               clock: WallClock | None = None, start_c: float | None = None, what: str = "the warm start",
+               clock: WallClock | None = None, what: str = "the warm start",
                folds_for: str = "the encoder's targets") -> LinearFit:
     """The linear model of the branch's bags of `train` (the branch's IDF table set): the head's loss
     or (`loss="squared_hinge"`) LinearSVC's, C picked by `best_metric` on validation (the head's
     metrics, decision rule tuned there first, as the engine's evaluation does; hinge margins scaled
-    on validation for the judging), from `bias` [C]. The hinge's C starts at `start_c` (default
-    HINGE_START) and walks (`next_c`); the head's loss rises through WARM_START_C. Under a
+    on validation for the judging), from `bias` [C]. The hinge's C starts at HINGE_START and walks
+    (`next_c`); the head's loss rises through WARM_START_C. Under a
     wall-clock budget (`clock`) the fits stop at a deadline that leaves the encoder's loop
     LOOP_SHARE of the budget and the end of the run its reserve (an L-BFGS fit cut short there is
     still a fit, the first always made), the grid stops where the next fit (timed as the last one,
@@ -318,7 +318,7 @@ def fit_linear(branch: WideBranch, bias: Tensor, head: Any, train: TokenizedSpli
     fit_seconds, seconds_at = 0.0, {}  # the last fit's; each C's
     deadline = _deadline(clock)
     tried: list[float] = []
-    c: float | None = (start_c if start_c in grid else HINGE_START) if hinge and len(grid) > 1 else grid[0]
+    c: float | None = HINGE_START if hinge and len(grid) > 1 else grid[0]
     while c is not None:  # L-BFGS: C rising, each fit from the last one's solution (a regularisation path)
         past_deadline = deadline is not None and time.monotonic() >= deadline
         if tried and (past_deadline or (len(tried) >= MIN_GRID and not _affords(clock, 2 * fit_seconds))):
