@@ -4,6 +4,7 @@ the words (`wide.second_bag_ngrams`: tokens and their n-grams up to that order, 
 
     fit_second_bag(cfg, model, splits, labels, run_dir, clock)   # tfm_cls.train.recipe, after start_wide
     second_bag(cfg, run_dir, device)                             # tfm_cls.classify.candidates: (name, model)
+    train_out_of_fold(run_dir, name, shape)                      # a bag's out-of-fold training logits, or None
 
 The recipe asks for tokens, pairs and triples where the tokens are characters (Chinese, Japanese: a word
 is two or three of them, and the classical character n-gram models beat a bag of pairs there), and
@@ -12,7 +13,8 @@ than one paired standard error above the cheaper bag's. It is the warm start's f
 (tfm_cls.classify.wide_fit.fit_linear: the same loss, C walked on validation, hinge margins scaled
 into log-odds on out-of-fold margins), made on a fresh run before the first step, under the same
 deadline (skipped, and said, where the warm start's share of the budget is spent), and written at
-once to RUN/candidates/bag_of_terms_N/ (model_config.json, model.safetensors), where a resumed run
+once to RUN/candidates/bag_of_terms_N/ (model_config.json, model.safetensors, and out_of_fold.safetensors
+where its folds were fitted: the run's choice compares the two bags on those too), where a resumed run
 finds it (a run killed before it was written resumes without it: the loop's checkpoint is worth more
 than a refit). When it ships, that folder keeps its copy (a finish that is interrupted and resumed makes
 the same choice again).
@@ -25,20 +27,32 @@ import time
 from pathlib import Path
 from typing import Any
 
+import numpy as np
 import torch
 from torch import nn
 
 from tfm_cls import runs as R
 from tfm_cls.classify.heads import head_for
-from tfm_cls.classify.wide_fit import deadline_passed, fit_linear, set_idf
+from tfm_cls.classify.wide_fit import (
+    OFFSETS_FILE,
+    OUT_OF_FOLD,
+    deadline_passed,
+    fit_linear,
+    read_out_of_fold,
+    set_idf,
+)
 from tfm_cls.data.tokenized import TokenizedSplit
 from tfm_cls.io import read_json, write_json
 from tfm_cls.model.bag import BagOfTermsClassifier
 from tfm_cls.runs import CANDIDATES_DIR
 from tfm_cls.training.clock import WallClock
-from tfm_cls.weights import load_weights, save_weights
+from tfm_cls.weights import load_weights, save_tensors, save_weights
 
 logger = logging.getLogger(__name__)
+
+OUT_OF_FOLD_FILE = "out_of_fold.safetensors"
+"""RUN/candidates/bag_of_terms_N/out_of_fold.safetensors: the second bag's out-of-fold training logits
+{OUT_OF_FOLD: [rows, C] float32} (the first bag's lie in RUN/wide_offsets.safetensors)."""
 
 
 def name_of(ngrams: int) -> str:
@@ -77,7 +91,9 @@ def fit_second_bag(cfg: Any, model: nn.Module, splits: dict[str, TokenizedSplit]
     folder = run_dir / CANDIDATES_DIR / name
     folder.mkdir(parents=True, exist_ok=True)
     save_weights(bag, folder / R.WEIGHTS_FILE)
-    write_json(folder / R.MODEL_CONFIG_FILE, bag.config)  # last: a folder with its config holds both files
+    if fitted.out_of_fold is not None:
+        save_tensors({OUT_OF_FOLD: fitted.out_of_fold.detach().float().contiguous()}, folder / OUT_OF_FOLD_FILE)
+    write_json(folder / R.MODEL_CONFIG_FILE, bag.config)  # last: a folder with its config holds the others
     logger.info("candidate %s: fitted (%s, C %g, validation %s %.4f) in %.1f s, %s", name, fitted.method, fitted.c,
                 cfg.train.best_metric, fitted.score, time.monotonic() - started, folder)
     return folder
@@ -95,3 +111,14 @@ def second_bag(cfg: Any, run_dir: Path, device: str | torch.device = "cpu") -> t
     bag = R.build_model(read_json(folder / R.MODEL_CONFIG_FILE))
     load_weights(bag, folder / R.WEIGHTS_FILE)
     return name_of(ngrams), bag.to(device)
+
+
+def train_out_of_fold(run_dir: Path, name: str, shape: tuple[int, int]) -> np.ndarray | None:
+    """The out-of-fold training logits [rows, C] of the bag candidate `name` (`bag_of_terms`: the warm
+    start's, in RUN/wide_offsets.safetensors; `bag_of_terms_N`: this module's), or None where there are
+    none of that `shape` (no folds fitted, another candidate, a run made before they were kept)."""
+    if name == "bag_of_terms":
+        return read_out_of_fold(run_dir / OFFSETS_FILE, shape)
+    if name.startswith("bag_of_terms_"):
+        return read_out_of_fold(run_dir / CANDIDATES_DIR / name / OUT_OF_FOLD_FILE, shape)
+    return None

@@ -177,8 +177,14 @@ def _candidates_lines(candidates: dict[str, Any] | None) -> list[str]:
         test = (row.get("test") or {}).get(metric)
         out.append(f"| {row['name']} | {metric} {value:.4f} | {'' if test is None else f'{test:.4f}'} | "
                    f"{row['texts_per_second']:.0f} | {row['size_mb']:.1f} | "
-                   f"{'yes' if row['holds_best'] else 'no'} (±{row['tolerance']:.4f}) | {'**yes**' if row['chosen'] else ''} |")
+                   f"{_holds(row)} (±{row['tolerance']:.4f}) | {'**yes**' if row['chosen'] else ''} |")
     return out
+
+
+def _holds(row: dict[str, Any]) -> str:
+    """Whether a candidate holds the best score, and who beat it where one did."""
+    beaten_by = row.get("beaten_by")
+    return "yes" if row["holds_best"] else f"no (beaten by {', '.join(beaten_by)})" if beaten_by else "no"
 
 
 def _calibration_lines(calibration: dict[str, Any] | None) -> list[str]:

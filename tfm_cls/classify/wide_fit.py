@@ -59,8 +59,11 @@ logger = logging.getLogger(__name__)
 
 OFFSETS_FILE = "wide_offsets.safetensors"
 """RUN/wide_offsets.safetensors: a warm start's training offsets and the bias fitted with the branch,
-{"offsets": [rows, C] float32, "bias": [C] float32} (files written before the bias was kept hold
-the offsets only)."""
+{"offsets": [rows, C] float32, "bias": [C] float32, "out_of_fold": [rows, C] float32} (the last only
+where the folds were fitted; files written before the bias was kept hold the offsets only)."""
+OUT_OF_FOLD = "out_of_fold"
+"""The key of a bag's out-of-fold training logits in its file (`read_out_of_fold`): what the run's
+choice compares two bags on besides validation (tfm_cls.classify.candidates)."""
 
 LossFn = Callable[[Tensor, Tensor], Tensor]
 """(logits [N, C], targets) -> the mean loss over the values."""
@@ -398,7 +401,8 @@ def warm_start(model: nn.Module, head: Any, train: TokenizedSplit, validation: T
                 f"{WARM_START_FOLDS} folds for the encoder's targets" if fitted.out_of_fold is not None
                 else "no folds", fitted.seconds)
     return offsets.numpy().astype(np.float32), {"C": fitted.c, "validation_score": fitted.score,
-                                                "seconds": fitted.seconds, "bias": fitted.bias.detach().float().cpu()}
+                                                "seconds": fitted.seconds, "bias": fitted.bias.detach().float().cpu(),
+                                                "out_of_fold": fitted.out_of_fold}
 
 
 MIN_GRID = 2
@@ -437,11 +441,12 @@ def _affords(clock: WallClock | None, seconds: float) -> bool:
 
 def fit_branch(model: nn.Module, head: Any, splits: dict[str, TokenizedSplit], wide: WideConfig,
                best_metric: str = "loss", labels: list[str] | None = None,
-               clock: WallClock | None = None) -> tuple[np.ndarray, Tensor] | None:
+               clock: WallClock | None = None) -> tuple[np.ndarray, Tensor, Tensor | None] | None:
     """Before the first step of a fresh run: the IDF table of a `tfidf` branch, then with
     `wide.warm_start` the warm start with `wide.loss` (`head`: the task's head, whose loss it
-    fits), whose training offsets [rows, C] and fitted bias [C] it returns (None otherwise, and for
-    a model without a branch)."""
+    fits), whose training offsets [rows, C], fitted bias [C] and out-of-fold training logits [rows, C]
+    (None where the clock skipped the folds) it returns (None otherwise, and for a model without a
+    branch)."""
     branch = getattr(model, "wide", None)
     if branch is None:
         return None
@@ -451,7 +456,7 @@ def fit_branch(model: nn.Module, head: Any, splits: dict[str, TokenizedSplit], w
         return None
     offsets, chosen = warm_start(model, head, splits["train"], splits.get("validation"), best_metric, labels,
                                  wide.loss, clock)
-    return offsets, chosen["bias"]
+    return offsets, chosen["bias"], chosen["out_of_fold"]
 
 
 def start_wide(cfg: ClassifierConfig, model: nn.Module, splits: dict[str, TokenizedSplit], labels: list[str], run_dir: Path, *,
@@ -472,9 +477,12 @@ def start_wide(cfg: ClassifierConfig, model: nn.Module, splits: dict[str, Tokeni
     fitted = fit_branch(model, head, splits, cfg.wide, cfg.train.best_metric, labels, clock)
     if fitted is None:
         return None
-    offsets, bias = fitted
+    offsets, bias, out_of_fold = fitted
     if env is None or env.is_main:
-        save_tensors({"offsets": torch.from_numpy(offsets), "bias": bias}, path)
+        saved = {"offsets": torch.from_numpy(offsets), "bias": bias}
+        if out_of_fold is not None:
+            saved[OUT_OF_FOLD] = out_of_fold.detach().float().contiguous()
+        save_tensors(saved, path)
     return offsets
 
 
@@ -492,6 +500,21 @@ def read_offsets(path: Path, shape: tuple[int, int]) -> np.ndarray:
         raise RunDirError(f"{path}: offsets of shape {list(offsets.shape)}, but the training split gives "
                           f"{list(shape)}: the data changed since the run began (start it again with --overwrite)")
     return offsets
+
+
+def read_out_of_fold(path: Path, shape: tuple[int, int]) -> np.ndarray | None:
+    """A bag's out-of-fold training logits [rows, C] (OUT_OF_FOLD in the safetensors file `path`), or
+    None where the file or the key is missing (the folds skipped, a run made before they were kept)
+    or they are not of `shape` (the training split's rows and outputs)."""
+    if not path.is_file():
+        return None
+    try:
+        logits = load_file(str(path)).get(OUT_OF_FOLD)
+    except Exception as err:  # safetensors raises its own error types for torn / foreign files
+        raise CheckpointError(f"{path}: corrupt or not a tfm-cls safetensors file ({err})") from err
+    if logits is None or tuple(logits.shape) != tuple(shape):
+        return None
+    return logits.numpy()
 
 
 def branch_bias(run_dir: Path) -> Tensor | None:

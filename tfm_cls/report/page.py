@@ -402,7 +402,8 @@ def _candidates(c: dict[str, Any]) -> str:
     metric = next(iter(chosen["front"][0]["validation"]))
     rows = [[r["name"], next(iter(r["validation"].values())), (r.get("test") or {}).get(metric),
              r.get("texts_per_second"), r.get("size_mb"), r.get("tolerance"),
-             "yes" if r.get("holds_best") else "no", "shipped" if r["chosen"] else ""] for r in chosen["front"]]
+             "yes" if r.get("holds_best") else f"no (beaten by {', '.join(r['beaten_by'])})" if r.get("beaten_by")
+             else "no", "shipped" if r["chosen"] else ""] for r in chosen["front"]]
     return (f'<p>Shipped: <b>{_e(chosen["chosen"])}</b>. Rule: {_e(chosen["rule"])}.</p>' + _front_svg(front, metric)
             + _table(["candidate", f"validation {metric}", f"test {metric}", "texts/s (1 thread)", "weights MB",
                       "tolerance", "holds the best", ""], rows, text_cols=(0, 6, 7)))

@@ -9,12 +9,14 @@ import numpy as np
 import pytest
 import torch
 from kits.tiny_topics import TINY, write_topic_data
+from safetensors.torch import load_file
 
 from tfm_cls import cli
 from tfm_cls import runs as R
+from tfm_cls.classify.bag_candidate import train_out_of_fold
 from tfm_cls.classify.candidates import SPEED_NOISE, candidate_models
 from tfm_cls.classify.predict import texts_logits
-from tfm_cls.classify.wide_fit import branch_bias
+from tfm_cls.classify.wide_fit import OFFSETS_FILE, branch_bias
 from tfm_cls.config import ClassifierConfig, load_config
 from tfm_cls.model import BagOfTermsClassifier, TransformerClassifier
 from tfm_cls.runtime.heads import softmax
@@ -150,6 +152,20 @@ def test_a_second_bag_is_fitted_as_a_candidate_of_its_own_and_exports_as_any_oth
     # scored and timed as the others; a candidate not shipped lies in RUN/candidates/ as the others do
     assert front["bag_of_terms_3"]["texts_per_second"] > 0 and set(front["bag_of_terms_3"]["test"]) == {metric}
     assert front["bag_of_terms_3"]["size_mb"] > front["bag_of_terms"]["size_mb"]  # 1,024 hashed rows, not 512
+    # both bags kept their out-of-fold training logits, and the choice compared the two on them too
+    train_texts = [json.loads(line)["text"] for line in (data / "train.jsonl").read_text().splitlines()]
+    shape = (len(train_texts), 3)
+    first, second = (train_out_of_fold(run, name, shape) for name in ("bag_of_terms", "bag_of_terms_3"))
+    assert first is not None and second is not None
+    assert f"two bags also on {len(train_texts)} training texts' out-of-fold logits" in metrics["candidates"]["rule"]
+    # the first bag's are the warm start's: its offsets (out of fold minus in sample) plus the bag's own logits
+    word_bag = R.load_run(run, candidate=None if metrics["candidates"]["chosen"] == "bag_of_terms" else "bag_of_terms")
+    in_sample, _, _ = texts_logits(word_bag, train_texts)
+    offsets = load_file(str(run / OFFSETS_FILE))["offsets"].numpy()
+    assert first == pytest.approx(offsets + in_sample, abs=1e-4)
+    assert np.abs(offsets).max() > 1e-3  # fitted without each text: not the bag's own logits
+    triples_in_sample, _, _ = texts_logits(loaded, train_texts)
+    assert np.abs(second - triples_in_sample).max() > 1e-3
     # exported, it is what the runtime runs: the same scores as the PyTorch model on texts of any length
     path = tmp_path / "bag3.onnx"
     assert cli.main(["export", "--run", str(run), "--candidate", "bag_of_terms_3", "--output", str(path)]) == 0

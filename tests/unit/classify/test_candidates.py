@@ -50,6 +50,56 @@ def test_the_fastest_candidate_within_one_paired_se_of_the_best_ships():
     assert chosen is slow and rows[1]["holds_best"] is False
 
 
+def _flip(correct: np.ndarray, lose: int, win: int) -> np.ndarray:
+    """`correct` with its first `lose` right answers made wrong and its first `win` wrong ones made right."""
+    out = correct.copy()
+    out[np.flatnonzero(correct)[:lose]] = False
+    out[np.flatnonzero(~correct)[:win]] = True
+    return out
+
+
+def test_two_bags_are_compared_on_their_out_of_fold_training_logits_too():
+    rng = np.random.default_rng(3)
+    targets, train_targets = rng.integers(0, 2, 400), rng.integers(0, 2, 5000)
+    base, train_base = rng.random(400) < 0.85, rng.random(5000) < 0.85
+    pairs_val, triples_val = base, _flip(base, 3, 5)  # triples 0.5 point ahead on validation: within one SE
+    deep = _scored("wide_and_deep", _flip(base, 4, 6), targets, speed=200.0, size=90.0)  # level with the triples
+    pairs = _scored("bag_of_terms", pairs_val, targets, speed=20000.0, size=4.0)
+    triples = _scored("bag_of_terms_3", triples_val, targets, speed=15000.0, size=16.0)
+    # validation alone: every candidate holds the best score, and the fastest, the bag of pairs, ships
+    chosen, rows = pick([deep, pairs, triples], "accuracy", targets, LABELS)
+    assert chosen is pairs and all(r["holds_best"] for r in rows)
+    # the bags' out-of-fold logits of 5,000 training texts: the triples 0.6 point ahead there too, which
+    # 5,400 texts resolve (SE ~0.15); the pairs no longer hold, the triples are then the fastest that do
+    pairs.out_of_fold = _logits(train_base, train_targets)
+    triples.out_of_fold = _logits(_flip(train_base, 20, 50), train_targets)
+    chosen, rows = pick([deep, pairs, triples], "accuracy", targets, LABELS, train_targets)
+    assert chosen is triples
+    assert rows[1]["holds_best"] is False and rows[1]["beaten_by"] == ["bag_of_terms_3"]
+    assert rows[2]["holds_best"] and rows[0]["holds_best"]
+    # against the encoder, which has no out-of-fold logits, each bag is compared on validation alone
+    assert rows[1]["compared_texts"] == rows[2]["compared_texts"] == 400
+    # the same lead on the folds, but the pairs ahead: the pairs hold, and ship
+    triples.out_of_fold = _logits(_flip(train_base, 50, 20), train_targets)
+    assert pick([deep, pairs, triples], "accuracy", targets, LABELS, train_targets)[0] is pairs
+    # without the training targets the folds are not evidence
+    assert pick([deep, pairs, triples], "accuracy", targets, LABELS)[0] is pairs
+
+
+def test_where_every_candidate_is_beaten_in_a_circle_the_best_on_validation_holds():
+    rng = np.random.default_rng(4)
+    targets, train_targets = rng.integers(0, 2, 400), rng.integers(0, 2, 4000)
+    base = rng.random(400) < 0.9
+    a = _scored("a", base, targets, speed=10.0)  # the best on validation; beats c there
+    c = _scored("c", _flip(base, 60, 0), targets, speed=100.0)  # beats b on validation
+    b = _scored("b", _flip(base, 120, 0), targets, speed=1000.0)  # beats a on 4,000 training texts
+    a.out_of_fold = _logits(rng.random(4000) < 0.3, train_targets)
+    b.out_of_fold = _logits(np.ones(4000, dtype=bool), train_targets)
+    chosen, rows = pick([a, b, c], "accuracy", targets, LABELS, train_targets)
+    assert [r["beaten_by"] for r in rows] == [["b"], ["c"], ["a"]]
+    assert chosen is a and [r["holds_best"] for r in rows] == [True, False, False]
+
+
 def test_among_speeds_within_the_timing_noise_the_smallest_ships_and_a_clear_speed_gap_still_decides():
     rng = np.random.default_rng(2)
     targets = rng.integers(0, 2, 300)
