@@ -16,6 +16,12 @@ sets only; without a validation split a seeded tenth of train (at least 500 text
 softmax (tfm_cls.classify.wide_fit.softmax_scaling: a temperature and a shift per class) fitted on the
 training texts' own margins (`in_sample`) and on their 5-fold out-of-fold margins (`out_of_fold`),
 beside LinearSVC's own decision (`none`): what the warm start's fallback without folds is chosen on.
+
+`--out-of-fold`: at each order's chosen C, every training text scored by the fit on the other four
+fifths (the warm start's folds, `out_of_fold_logits`), and the last order against the first on
+validation, on validation plus the training texts out of fold, and on test: the lead in accuracy and
+its paired standard error. What the run's choice (tfm_cls.classify.candidates) compares two bags on.
+`--buckets` takes one value, or one for each order (the recipe's: pairs in 2^18 rows, triples in 2^20).
 """
 
 from __future__ import annotations
@@ -83,9 +89,19 @@ def _scalings(x_train: Any, x_val: Any, x_test: Any, y: tuple[np.ndarray, ...], 
     return out
 
 
-def measure(folder: Path, orders: list[int], buckets: int = BUCKETS, scaling: bool = False) -> dict[str, Any] | None:
+def _lead(last: np.ndarray, first: np.ndarray) -> dict[str, float]:
+    """The lead of `last` over `first` in accuracy (their right / wrong per text, paired) and its SE."""
+    d = last.astype(np.float64) - first
+    return {"lead": float(d.mean()), "se": float(d.std(ddof=1) / np.sqrt(len(d))), "texts": len(d)}
+
+
+def measure(folder: Path, orders: list[int], buckets: list[int] | None = None, scaling: bool = False,
+            out_of_fold: bool = False) -> dict[str, Any] | None:
     """Each order's best C on validation, its validation and test accuracy, fit seconds (the grid); with
-    `scaling`, the scalings' accuracies at that C (`_scalings`)."""
+    `scaling`, the scalings' accuracies at that C (`_scalings`); with `out_of_fold`, the training texts'
+    out-of-fold accuracy at that C and the last order's lead over the first (`_lead`)."""
+    buckets = buckets or [BUCKETS]
+    buckets = buckets * len(orders) if len(buckets) == 1 else buckets
     splits = single_label_splits(folder)
     if splits is None:
         return None
@@ -95,9 +111,10 @@ def measure(folder: Path, orders: list[int], buckets: int = BUCKETS, scaling: bo
     classes = int(max(train_y.max(), val_y.max(), test_y.max())) + 1
     one_hot = torch.nn.functional.one_hot(torch.as_tensor(train_y, dtype=torch.int64), classes).float()
     row: dict[str, Any] = {"set": folder.name, "train": len(train_y), "validation": len(val_y), "test": len(test_y),
-                           "vocab_size": tokenizer.get_vocab_size(), "buckets": buckets}
-    for n in orders:
-        branch = WideBranch(tokenizer.get_vocab_size(), classes, 0, "tfidf", n, buckets)
+                           "vocab_size": tokenizer.get_vocab_size(), "buckets": dict(zip(map(str, orders), buckets))}
+    right: dict[int, dict[str, np.ndarray]] = {}
+    for n, rows in zip(orders, buckets):
+        branch = WideBranch(tokenizer.get_vocab_size(), classes, 0, "tfidf", n, rows)
         started = time.perf_counter()
         set_idf(branch, train)
         x_train, x_val, x_test = (bag_matrix(branch, s) for s in (train, val, test))
@@ -106,12 +123,23 @@ def measure(folder: Path, orders: list[int], buckets: int = BUCKETS, scaling: bo
             weights, bias = _fit_svm(x_train, one_hot, c)
             score = float(((x_val @ weights + bias).argmax(1).numpy() == val_y).mean())
             if best is None or score > best["validation"]:
-                test_score = float(((x_test @ weights + bias).argmax(1).numpy() == test_y).mean())
-                best = {"C": c, "validation": score, "test": test_score}
+                test_right = (x_test @ weights + bias).argmax(1).numpy() == test_y
+                best = {"C": c, "validation": score, "test": float(test_right.mean())}
+                right[n] = {"validation": (x_val @ weights + bias).argmax(1).numpy() == val_y, "test": test_right}
         row[f"ngrams_{n}"] = {**best, "seconds": time.perf_counter() - started}
+        if out_of_fold:
+            folds = out_of_fold_logits(x_train, one_hot, lambda b, t, c=best["C"]: _fit_svm(b, t, c), classes)
+            right[n]["out_of_fold"] = folds.argmax(1).numpy() == train_y
+            row[f"ngrams_{n}"]["out_of_fold"] = float(right[n]["out_of_fold"].mean())
         if scaling:
             row[f"ngrams_{n}"]["scaling"] = _scalings(x_train, x_val, x_test, (train_y, val_y, test_y), one_hot,
                                                       best["C"])
+    if out_of_fold and len(orders) > 1:
+        last, first = right[orders[-1]], right[orders[0]]
+        row["lead"] = {"validation": _lead(last["validation"], first["validation"]),
+                       "out_of_fold + validation": _lead(np.concatenate([last["out_of_fold"], last["validation"]]),
+                                                         np.concatenate([first["out_of_fold"], first["validation"]])),
+                       "test": _lead(last["test"], first["test"])}
     return row
 
 
@@ -135,6 +163,15 @@ def table(rows: list[dict[str, Any]], orders: list[int]) -> str:
             lines.append(f"| {r['set']} | {n} | {cell['C']:g} | " + " | ".join(
                 f"{100 * cell['scaling'][k]['validation']:.1f} / {100 * cell['scaling'][k]['test']:.1f}"
                 for k in ("none", "in_sample", "out_of_fold")) + " |")
+    led = [r for r in rows if "lead" in r]
+    if led:
+        kinds = ("validation", "out_of_fold + validation", "test")
+        lines += ["", f"ngrams {orders[-1]} minus ngrams {orders[0]}, accuracy x 100 (paired SE, texts):", "",
+                  "| set | " + " | ".join(kinds) + " |", "|---|" + "---:|" * len(kinds)]
+        for r in led:
+            lines.append(f"| {r['set']} | " + " | ".join(
+                f"{100 * r['lead'][k]['lead']:+.2f} ({100 * r['lead'][k]['se']:.2f}, {r['lead'][k]['texts']})"
+                for k in kinds) + " |")
     return "\n".join(lines)
 
 
@@ -142,15 +179,21 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--data", nargs="+", required=True, help="data folders (train.jsonl, test.jsonl, ...)")
     parser.add_argument("--ngrams", nargs="+", type=int, default=[2, 3], help="orders compared (1, 2, 3)")
-    parser.add_argument("--buckets", type=int, default=BUCKETS, help="rows the pairs (and triples) are hashed into")
+    parser.add_argument("--buckets", type=int, nargs="+", default=[BUCKETS],
+                        help="rows the pairs (and triples) are hashed into: one value, or one for each order")
     parser.add_argument("--scaling", action="store_true",
                         help="also the accuracies of the margins scaled in-sample and out of fold, at each chosen C")
     parser.add_argument("--out", default=str(OUT))
+    parser.add_argument("--out-of-fold", action="store_true",
+                        help="also each order's out-of-fold training accuracy and the last order's lead over the "
+                             "first on validation, validation plus the folds, and test")
     args = parser.parse_args(argv)
+    if len(args.buckets) not in (1, len(args.ngrams)):
+        parser.error(f"--buckets: one value or one for each of the {len(args.ngrams)} orders, got {len(args.buckets)}")
     torch.set_num_threads(1)
     rows = []
     for folder in args.data:
-        row = measure(Path(folder), args.ngrams, args.buckets, args.scaling)
+        row = measure(Path(folder), args.ngrams, args.buckets, args.scaling, args.out_of_fold)
         if row is None:
             print(f"{folder}: not a single-label set of single texts; skipped", flush=True)
             continue

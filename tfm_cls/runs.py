@@ -11,7 +11,10 @@ runs/<name>/
     classification_report.txt   sklearn report on test
     confusion_matrix.png, training_curves.png
     thresholds.json, per_label_f1.png   multi-label runs (docs/tasks.md)
-    wide_offsets.safetensors    wide.warm_start: the training rows' loss offsets (tfm_cls.classify.wide_fit)
+    wide_offsets.safetensors    wide.warm_start: the training rows' loss offsets, the fitted bias and the
+                                out-of-fold training logits the run's choice compares bags on (tfm_cls.classify.wide_fit)
+    candidates/NAME/            the models the run made and did not ship (tfm_cls.classify.candidates); a
+                                second bag's folder also holds its out_of_fold.safetensors
     calibration.json            single-label runs: the fitted temperature (tfm_cls.classify.calibration)
     report.html                 `tfm-cls report` (tfm_cls.report): one self-contained page
     predicted_vs_gold.png               regression runs

@@ -22,14 +22,14 @@ def test_each_order_is_scored_on_the_librarys_bag_and_a_pair_set_is_skipped(tmp_
     topics = write_dataset(tmp_path / "topics", {"train": _rows(200), "test": _rows(20)})
     pair_rows = lambda n: [{"sentence_a": "a b", "sentence_b": "c d", "label": i % 2} for i in range(n)]  # noqa: E731
     pairs = write_dataset(tmp_path / "pairs", {"train": pair_rows(20), "test": pair_rows(4)})
-    row = bag_terms.measure(topics, [1, 2, 3], buckets=4096)
-    assert row["validation"] == 500 and row["train"] == 100 and row["buckets"] == 4096
+    row = bag_terms.measure(topics, [1, 2, 3], buckets=[4096])
+    assert row["validation"] == 500 and row["train"] == 100 and row["buckets"] == {"1": 4096, "2": 4096, "3": 4096}
     assert all(row[f"ngrams_{n}"]["C"] in HINGE_C for n in (1, 2, 3))
     # the same words in every class: tokens alone cannot tell the classes apart, their order can
     assert row["ngrams_1"]["test"] < 0.5 and row["ngrams_2"]["test"] == 1.0 and row["ngrams_3"]["test"] == 1.0
     assert bag_terms.measure(pairs, [2]) is None
     # the scalings at the chosen C: unscaled, it is LinearSVC's own decision, the row's own test score
-    scaled = bag_terms.measure(topics, [2], buckets=4096, scaling=True)["ngrams_2"]
+    scaled = bag_terms.measure(topics, [2], buckets=[4096], scaling=True)["ngrams_2"]
     assert scaled["scaling"]["none"]["test"] == scaled["test"]
     assert set(scaled["scaling"]) == {"none", "in_sample", "out_of_fold"}
     assert bag_terms.main(["--data", str(topics), str(pairs), "--ngrams", "1", "3", "--buckets", "4096",
@@ -40,6 +40,25 @@ def test_each_order_is_scored_on_the_librarys_bag_and_a_pair_set_is_skipped(tmp_
     assert "| topics | 3 |" in printed and "out-of-fold shift" in printed
     saved = json.loads(next((tmp_path / "out").glob("bag-terms-*.json")).read_text())
     assert saved["orders"] == [1, 3] and [r["set"] for r in saved["rows"]] == ["topics"]
+
+
+def test_out_of_fold_the_last_order_leads_the_first_where_the_order_of_the_words_is_the_class(tmp_path, capsys):
+    topics = write_dataset(tmp_path / "topics", {"train": _rows(250), "test": _rows(20)})  # 500 held out, 250 fit
+    row = bag_terms.measure(topics, [1, 2], buckets=[1024, 4096], out_of_fold=True)
+    assert row["buckets"] == {"1": 1024, "2": 4096}
+    # every training text scored by a fit without it: tokens alone are chance, pairs are all right
+    assert row["ngrams_1"]["out_of_fold"] < 0.5 and row["ngrams_2"]["out_of_fold"] == 1.0
+    lead = row["lead"]
+    assert lead["out_of_fold + validation"]["texts"] == 750 and lead["validation"]["texts"] == 500
+    assert lead["test"]["texts"] == 60
+    # the lead is the difference of the accuracies, on the folds and validation together
+    both = (250 * row["ngrams_2"]["out_of_fold"] + 500 * row["ngrams_2"]["validation"]
+            - 250 * row["ngrams_1"]["out_of_fold"] - 500 * row["ngrams_1"]["validation"]) / 750
+    assert abs(lead["out_of_fold + validation"]["lead"] - both) < 1e-9
+    assert abs(lead["test"]["lead"] - (row["ngrams_2"]["test"] - row["ngrams_1"]["test"])) < 1e-9
+    assert bag_terms.main(["--data", str(topics), "--ngrams", "1", "2", "--buckets", "1024", "4096",
+                           "--out-of-fold", "--out", str(tmp_path / "out")]) == 0
+    assert "ngrams 2 minus ngrams 1" in capsys.readouterr().out
 
 
 def test_characters_minilm_reads_as_unk_get_tokens_where_the_planner_extends_the_vocabulary(tmp_path):
