@@ -6,7 +6,7 @@ import numpy as np
 import pytest
 import torch
 
-from tfm_cls.classify.candidates import Scored, paired_se, pick
+from tfm_cls.classify.candidates import Scored, paired_se, pick, scoring_seconds
 from tfm_cls.classify.heads import Head
 from tfm_cls.model import BagOfTermsClassifier, TransformerClassifier
 from tfm_cls.runs import build_model
@@ -216,3 +216,16 @@ def test_term_counts_are_each_positions_count_of_its_term_among_the_kept_ones():
         for i in range(17):
             if k[b, i]:
                 assert counts[b, i] == int(((t[b] == t[b, i]) & k[b]).sum())
+
+
+def test_a_candidates_test_pass_is_estimated_at_its_own_measured_speed_where_validation_read_faster():
+    # the encoder's validation pass was its bag's shortcut (2 s for 500 texts); timed, it reads 40 texts/s
+    head = Head()
+    deep = Scored("wide_and_deep", None, head, {"seconds": 2.0, "examples": 500}, np.zeros((500, 2)), 40.0, 90.0)
+    assert scoring_seconds(deep, 7600) == pytest.approx(190.0)
+    # a validation pass slower than the timing (a loaded machine, long texts) is the estimate then
+    slow = Scored("bag", None, head, {"seconds": 50.0, "examples": 500}, np.zeros((500, 2)), 40000.0, 5.0)
+    assert scoring_seconds(slow, 7600) == pytest.approx(760.0)
+    # and a candidate never timed still has its validation pass to go by
+    untimed = Scored("encoder", None, head, {"seconds": 5.0, "examples": 500}, np.zeros((500, 2)))
+    assert scoring_seconds(untimed, 1000) == pytest.approx(10.0)
