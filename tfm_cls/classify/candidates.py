@@ -292,10 +292,11 @@ def _training_evidence(task: Any, names: list[str]) -> tuple[np.ndarray | None, 
     folds were fitted), on one seeded sample of at most MAX_TRAIN_EVIDENCE texts; (None, {}) where
     fewer than two candidates have them or a training text is read as several windows."""
     train = task.splits.get("train")
-    if train is None or train.windows is not None or train.num_rows == 0:
+    bags = [name for name in names if name.startswith("bag_of_terms")]
+    if len(bags) < 2 or train is None or train.windows is not None or train.num_rows == 0:
         return None, {}
     shape = (train.num_rows, int(task.model.config["num_classes"]))
-    found = {name: logits for name in names
+    found = {name: logits for name in bags
              if (logits := train_out_of_fold(task.run_dir, name, shape)) is not None}
     if len(found) < 2:
         return None, {}

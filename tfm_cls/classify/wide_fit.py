@@ -41,6 +41,7 @@ from typing import Any
 
 import numpy as np
 import torch
+from safetensors import safe_open
 from safetensors.torch import load_file
 from torch import Tensor, nn
 
@@ -509,7 +510,8 @@ def read_out_of_fold(path: Path, shape: tuple[int, int]) -> np.ndarray | None:
     if not path.is_file():
         return None
     try:
-        logits = load_file(str(path)).get(OUT_OF_FOLD)
+        with safe_open(str(path), framework="pt") as saved:  # that one tensor, not the offsets beside it
+            logits = saved.get_tensor(OUT_OF_FOLD) if OUT_OF_FOLD in saved.keys() else None  # noqa: SIM118
     except Exception as err:  # safetensors raises its own error types for torn / foreign files
         raise CheckpointError(f"{path}: corrupt or not a tfm-cls safetensors file ({err})") from err
     if logits is None or tuple(logits.shape) != tuple(shape):
