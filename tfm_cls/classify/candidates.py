@@ -48,7 +48,7 @@ from typing import Any
 
 import numpy as np
 import torch
-from torch import nn
+from torch import Tensor, nn
 
 from tfm_cls import runs as R
 from tfm_cls.classify.bag_candidate import second_bag, train_out_of_fold
@@ -99,6 +99,9 @@ class Scored:
     out_of_fold: np.ndarray | None = None
     """Logits [N_train, ...] of the training texts by fits that did not see them (a bag whose folds the
     warm start fitted), or None."""
+    same_as: str | None = None
+    """The candidate whose logits this one computes too (`same_logits`: a wide-and-deep model whose loop
+    kept step 0 is its bag of terms), which scores the test split for both; None for a model of its own."""
 
 
 @dataclasses.dataclass
@@ -126,6 +129,16 @@ def candidate_models(task: Any) -> dict[str, nn.Module]:
     if second is not None:
         models[second[0]] = second[1]
     return models
+
+
+def same_logits(model: nn.Module, bag: nn.Module) -> bool:
+    """Whether a wide-and-deep `model` computes `bag`'s logits (the bag made of its branch): its encoder's
+    head still all zeros, as the warm start left it (the loop kept step 0, or took none), and its bias
+    the bag's, so logits = 0 . pooled + bias + branch. The encoder then reads every text for nothing: on
+    tnews at 5 minutes its test pass took 90 s to repeat the bag's score (docs/recipe.md)."""
+    head, bias = getattr(model, "head", None), getattr(bag, "bias", None)
+    return (isinstance(head, nn.Linear) and isinstance(bias, Tensor) and getattr(model, "wide", None) is not None
+            and not head.weight.any() and torch.equal(head.bias.detach(), bias.detach().to(head.bias)))
 
 
 def size_mb(model: nn.Module) -> float:
@@ -327,14 +340,16 @@ def choose(task: Any) -> Choice | None:
         else:
             metrics, logits = evaluate(model, validation, labels, cfg.train.eval_batch_size, env.device, pad_id,
                                        env=env, amp=task.amp, head=head, tune=True)
+        twin = "bag_of_terms" if name == "wide_and_deep" and same_logits(model, models["bag_of_terms"]) else None
         scored.append(Scored(name, model, head, metrics, logits, texts_per_second(model, validation, pad_id),
-                             size_mb(model), out_of_fold.get(name)))
+                             size_mb(model), out_of_fold.get(name), twin))
         logger.info("candidate %s: validation %s %.4f, %.1f texts/s on one thread, %.1f MB", name, metric,
                     metrics[metric], scored[-1].texts_per_second, scored[-1].size_mb)
     chosen, rows = pick(scored, metric, validation.labels, labels, train_targets)
     front = [{"name": c.name, "validation": {metric: c.validation[metric]}, "texts_per_second": c.texts_per_second,
-              "size_mb": c.size_mb, **row, "chosen": c is chosen, "saved_in": "." if c is chosen
-              else f"{CANDIDATES_DIR}/{c.name}"} for c, row in zip(scored, rows)]
+              "size_mb": c.size_mb, **row, **({"same_logits_as": c.same_as} if c.same_as else {}),
+              "chosen": c is chosen, "saved_in": "." if c is chosen else f"{CANDIDATES_DIR}/{c.name}"}
+             for c, row in zip(scored, rows)]
     evidence = (f"; two bags also on {len(train_targets)} training texts' out-of-fold logits"
                 if train_targets is not None and sum(c.out_of_fold is not None for c in scored) > 1 else "")
     rule = (f"best validation {metric}, then the most texts/s among the candidates that no other beats by more than "
@@ -389,15 +404,22 @@ def scoring_seconds(candidate: Scored, texts: int) -> float:
 def score_test(choice: Choice, task: Any, chosen_test: dict[str, Any] | None,
                clock: WallClock | None = None) -> list[str]:
     """Each candidate's test score into the front (reported, never chosen on); the chosen one's is
-    `chosen_test` (finish_run scored it already). A candidate whose scoring the wall clock does not
-    afford (`scoring_seconds`) is left unscored; returns what was skipped."""
+    `chosen_test` (finish_run scored it already), and one computing another's logits (`same_as`) takes
+    that one's. A candidate whose scoring the wall clock does not afford (`scoring_seconds`) is left
+    unscored; returns what was skipped."""
     test = task.splits.get("test")
     skipped: list[str] = []
     if test is None:
         return skipped
     cfg, env, pad_id = task.cfg, task.env, task.pad_id if task.pad_id is not None else PAD_ID
-    for candidate, row in zip(choice.candidates, choice.front):
+    rows = {candidate.name: row for candidate, row in zip(choice.candidates, choice.front)}
+    # the twins last: each takes its model's score once that is there
+    for candidate, row in sorted(zip(choice.candidates, choice.front), key=lambda pair: pair[0].same_as is not None):
         metric = next(iter(row["validation"]))
+        if candidate is not choice.chosen and candidate.same_as in rows:
+            twin = rows[candidate.same_as].get("test")
+            row["test"] = dict(twin) if twin is not None else None
+            continue
         if candidate is choice.chosen and chosen_test is not None:
             row["test"] = {metric: chosen_test[metric]}
             continue

@@ -175,10 +175,16 @@ def _candidates_lines(candidates: dict[str, Any] | None) -> list[str]:
     for row in candidates["front"]:
         (metric, value), = row["validation"].items()
         test = (row.get("test") or {}).get(metric)
-        out.append(f"| {row['name']} | {metric} {value:.4f} | {'' if test is None else f'{test:.4f}'} | "
+        out.append(f"| {_name(row)} | {metric} {value:.4f} | {'' if test is None else f'{test:.4f}'} | "
                    f"{row['texts_per_second']:.0f} | {row['size_mb']:.1f} | "
                    f"{_holds(row)} (±{row['tolerance']:.4f}) | {'**yes**' if row['chosen'] else ''} |")
     return out
+
+
+def _name(row: dict[str, Any]) -> str:
+    """A candidate's name, and whose logits it computes where it computes another's (its test score is that one's)."""
+    twin = row.get("same_logits_as")
+    return f"{row['name']} (the logits of {twin})" if twin else row["name"]
 
 
 def _holds(row: dict[str, Any]) -> str:

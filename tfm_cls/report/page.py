@@ -400,7 +400,8 @@ def _candidates(c: dict[str, Any]) -> str:
                 "own, or no validation split to choose on): it ships that model.</p>")
     front = [r for r in chosen["front"] if r.get("texts_per_second")]
     metric = next(iter(chosen["front"][0]["validation"]))
-    rows = [[r["name"], next(iter(r["validation"].values())), (r.get("test") or {}).get(metric),
+    rows = [[r["name"] + (f" (the logits of {r['same_logits_as']})" if r.get("same_logits_as") else ""),
+             next(iter(r["validation"].values())), (r.get("test") or {}).get(metric),
              r.get("texts_per_second"), r.get("size_mb"), r.get("tolerance"),
              "yes" if r.get("holds_best") else f"no (beaten by {', '.join(r['beaten_by'])})" if r.get("beaten_by")
              else "no", "shipped" if r["chosen"] else ""] for r in chosen["front"]]

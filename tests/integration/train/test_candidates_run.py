@@ -55,6 +55,9 @@ def test_the_run_scores_its_candidates_and_ships_the_one_the_rule_picks(chosen_r
     chosen = min(alike, key=lambda r: r["size_mb"])
     assert metrics["candidates"]["chosen"] == chosen["name"] and chosen["chosen"]
     assert sum(r["chosen"] for r in front.values()) == 1
+    # the encoder's head is the warm start's zeros only where the loop kept step 0: then the two are one model
+    assert ("same_logits_as" in front["wide_and_deep"]) == (metrics["best_step"] == 0)
+    assert "same_logits_as" not in front["bag_of_terms"]
     # the bag has no encoder: smaller and faster than the model that carries one
     assert front["bag_of_terms"]["size_mb"] < front["wide_and_deep"]["size_mb"]
     # the chosen model is the run's model; the other lies in RUN/candidates/NAME with its config
@@ -130,6 +133,11 @@ def test_a_spent_budget_still_writes_a_run_from_the_warm_start_and_says_what_it_
     front = {row["name"]: row for row in metrics["candidates"]["front"]}
     assert front["bag_of_terms"]["validation"] == front["wide_and_deep"]["validation"]
     assert metrics["candidates"]["chosen"] == "bag_of_terms"
+    # the two compute the same logits: the encoder is not read over test to repeat the bag's score
+    assert front["wide_and_deep"]["same_logits_as"] == "bag_of_terms" and "same_logits_as" not in front["bag_of_terms"]
+    metric = metrics["best_metric"]
+    assert front["wide_and_deep"]["test"] == front["bag_of_terms"]["test"] == {metric: metrics["test"][metric]}
+    assert "wide_and_deep (the logits of bag_of_terms)" in (run / R.CARD_FILE).read_text()
     assert isinstance(R.load_run(run).model, BagOfTermsClassifier)
     assert set(metrics["test"]) >= {metrics["best_metric"]}
 

@@ -2,11 +2,21 @@
 fastest of those within one paired standard error of it; and the model without an encoder
 (tfm_cls.model.bag) is exactly the wide branch plus the head's bias."""
 
+from types import SimpleNamespace
+
 import numpy as np
 import pytest
 import torch
 
-from tfm_cls.classify.candidates import Scored, paired_se, pick, scoring_seconds
+from tfm_cls.classify.candidates import (
+    Choice,
+    Scored,
+    paired_se,
+    pick,
+    same_logits,
+    score_test,
+    scoring_seconds,
+)
 from tfm_cls.classify.heads import Head
 from tfm_cls.model import BagOfTermsClassifier, TransformerClassifier
 from tfm_cls.runs import build_model
@@ -229,3 +239,36 @@ def test_a_candidates_test_pass_is_estimated_at_its_own_measured_speed_where_val
     # and a candidate never timed still has its validation pass to go by
     untimed = Scored("encoder", None, head, {"seconds": 5.0, "examples": 500}, np.zeros((500, 2)))
     assert scoring_seconds(untimed, 1000) == pytest.approx(10.0)
+
+
+def test_a_wide_and_deep_model_whose_head_learnt_nothing_is_its_bag_and_takes_the_bags_test_score():
+    torch.manual_seed(0)
+    model = TransformerClassifier(vocab_size=40, num_classes=3, d_model=16, nhead=2, num_layers=1, dim_feedforward=32,
+                                  max_len=16, wide=True, wide_weighting="tfidf", wide_ngrams=2, wide_buckets=64).eval()
+    with torch.no_grad():
+        model.wide.weight.normal_()
+        model.wide.weight[0] = 0.0
+        model.head.bias.normal_()
+        model.head.weight.zero_()  # as the warm start leaves it
+    bag = BagOfTermsClassifier.from_wide_and_deep(model, max_len=16).eval()
+    ids = torch.tensor([[5, 7, 7, 2, 9, 0, 0], [3, 4, 5, 6, 8, 9, 11]])
+    with torch.no_grad():
+        assert torch.allclose(model(ids, (ids != 0).long()), bag(ids, (ids != 0).long()), atol=1e-6)
+    assert same_logits(model, bag)
+    other_bias = BagOfTermsClassifier.from_wide_and_deep(model, 16, model.head.bias.detach() + 0.5)
+    assert not same_logits(model, other_bias)  # the loop moved the bias: another model
+    with torch.no_grad():
+        model.head.weight[0, 0] = 1e-3  # the head learnt something: the encoder counts
+    assert not same_logits(model, bag)
+
+    # the twin's test score is its bag's, read without a pass of the encoder (its model is None here:
+    # scoring it would fail); the chosen bag's own score comes from the finish
+    head, targets = Head(), np.array([0, 1] * 10)
+    logits = _logits(np.ones(20, bool), targets)
+    chosen = Scored("bag_of_terms", None, head, {"accuracy": 1.0}, logits, 5000.0, 1.0)
+    twin = Scored("wide_and_deep", None, head, {"accuracy": 1.0}, logits, 50.0, 90.0, same_as="bag_of_terms")
+    front = [{"validation": {"accuracy": 1.0}}, {"validation": {"accuracy": 1.0}}]
+    task = SimpleNamespace(splits={"test": [None] * 7600}, cfg=None, env=None, pad_id=0)
+    assert score_test(Choice(chosen, [twin, chosen], front, "rule"), task, {"accuracy": 0.81}) == []
+    assert front[0]["test"] == front[1]["test"] == {"accuracy": 0.81}
+    assert front[0]["test"] is not front[1]["test"]
