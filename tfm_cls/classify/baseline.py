@@ -350,12 +350,29 @@ def run_baseline_name(task: str, pairs: bool, train_size: int) -> str:
     return baseline_names(task, pairs)[0]
 
 
-def score_beside(task: str, splits: dict[str, Split]) -> dict[str, Any]:
-    """The run's baseline fitted on splits["train"] (its grid value picked on splits["validation"])
-    and scored on validation and, where given, test: {"model", the grid value, "fit_seconds",
-    "validation": metrics, "test": metrics}."""
+def score_beside(task: str, splits: dict[str, Split], name: str | None = None) -> dict[str, Any]:
+    """The run's baseline (`name`, default `run_baseline_name` of these training texts: a probe on a sample
+    of them names the whole set's) fitted on splits["train"] (its grid value picked on
+    splits["validation"]) and scored on validation and, where given, test: {"model", the grid value,
+    "fit_seconds", "train_examples", "validation": metrics, "test": metrics}."""
     train = splits["train"]
-    name = run_baseline_name(task, train.pairs is not None, len(train.texts))
+    name = name or run_baseline_name(task, train.pairs is not None, len(train.texts))
     fitted = SelectedBaseline(name).fit(train, splits["validation"])
     return {"model": name, fitted.system.param: fitted.param_, "fit_seconds": fitted.fit_seconds_,
+            "train_examples": len(train.texts),
             **{split: fitted.metrics(splits[split]) for split in ("validation", "test") if split in splits}}
+
+
+def reported(metrics: dict[str, Any]) -> dict[str, dict[str, dict[str, Any]]]:
+    """The run's own baseline (metrics.json `baseline`, `train.baseline`) as the card and the report page
+    show it, {name: {split: metrics}}; {} where the run fitted none. One the wall clock cut to a
+    sample of the training texts says so in its name: its scores are not the classical model's."""
+    baseline = metrics.get("baseline")
+    if not baseline:
+        return {}
+    name = baseline["model"]
+    if baseline.get("shrunk"):
+        fitted, whole = baseline.get("train_examples"), metrics.get("data", {}).get("train_examples")
+        name += (f" on {fitted:,} of {whole:,} training texts" if fitted and whole
+                 else " on a sample of the training texts")
+    return {name: {split: baseline[split] for split in ("validation", "test") if split in baseline}}

@@ -8,7 +8,7 @@ and every number in it is one that the run measured: YAML front matter (language
 metrics and a `model-index` with the validation and test scores, unrounded), then what the model
 is, the data and split sizes, the labels, the metrics table, the confusion matrix, the limits,
 how to run it (ONNX and Python) and the resolved training config. A TF-IDF baseline appears only
-where metrics.json holds one (`baselines`); none is ever made up here.
+where metrics.json holds the run's own (`baseline`, `train.baseline`); none is ever made up here.
 """
 
 from __future__ import annotations
@@ -20,6 +20,7 @@ from typing import Any
 import yaml
 
 from tfm_cls import runs as R
+from tfm_cls.classify.baseline import reported
 from tfm_cls.classify.calibration import SHIFT_Z
 from tfm_cls.io import read_json, write_json, write_text
 from tfm_cls.model.classifier import describe_config
@@ -103,7 +104,7 @@ def front_matter(config: dict[str, Any], metrics: dict[str, Any] | None, languag
 
 def _metrics_table(metrics: dict[str, Any], evaluations: dict[str, Any], keys: tuple[str, ...]) -> list[str]:
     columns = [(split, metrics[split]) for split in ("validation", "test") if split in metrics]
-    for name, baseline in (metrics.get("baselines") or {}).items():  # only what the run computed
+    for name, baseline in reported(metrics).items():  # only what the run computed
         for split, values in baseline.items():
             columns.append((f"{name} ({split})", values))
     columns += [(f"eval: {source}", values) for source, values in evaluations.items()]
@@ -159,7 +160,7 @@ def _results_lines(config: dict[str, Any], metrics: dict[str, Any] | None, evalu
                    "texts of its own).")
     out += ["", *_metrics_table(metrics, evaluations, card_metrics(config))]
     out += _loss_weights_lines(metrics, config)
-    if not metrics.get("baselines"):
+    if not reported(metrics):
         out += ["", "No TF-IDF baseline was computed by this run (see `python -m benchmarks.accuracy`)."]
     return out
 

@@ -19,7 +19,7 @@ import numpy as np
 from tokenizers import Tokenizer
 
 from tfm_cls import runs as R
-from tfm_cls.classify.baseline import out_of_fold_probabilities, run_baseline
+from tfm_cls.classify.baseline import out_of_fold_probabilities, reported, run_baseline
 from tfm_cls.classify.calibration import (
     ECE_BINS,
     accuracy_shift,
@@ -228,7 +228,7 @@ def _summary(run: Any, run_dir: Path, metrics: dict[str, Any], head: Any) -> dic
                  f"{metrics.get('best_step')} (validation {metrics.get('best_metric')})",
         "splits": {split: {k: metrics[split][k] for k in head.summary_keys if k in metrics[split]}
                    for split in ("validation", "test") if split in metrics},
-        "baselines": metrics.get("baselines") or {},
+        "baselines": reported(metrics),  # the run's own (train.baseline), {name: {split: metrics}}
         "calibration": metrics.get("calibration"),
         "candidates": metrics.get("candidates"),
     }

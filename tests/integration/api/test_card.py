@@ -44,11 +44,18 @@ def test_baseline_column_only_where_the_run_computed_one(tiny_run, tmp_path):
     copy = tmp_path / "run"
     shutil.copytree(run_dir, copy)
     metrics = json.loads((copy / "metrics.json").read_text())
-    metrics["baselines"] = {"tfidf_lr": {"test": {"accuracy": 0.8125, "macro_f1": 0.8, "loss": None}}}
+    # as tfm_cls.classify.finish writes it (train.baseline)
+    metrics["baseline"] = {"model": "tfidf-word-lr", "C": 4.0, "train_examples": 60,
+                           "test": {"accuracy": 0.8125, "macro_f1": 0.8, "loss": None}}
     (copy / "metrics.json").write_text(json.dumps(metrics))
     card = render_card(copy)
-    assert "tfidf_lr (test)" in card and _row(card, "Accuracy")[-1] == "0.8125"
+    assert "tfidf-word-lr (test)" in card and _row(card, "Accuracy")[-1] == "0.8125"
     assert "No TF-IDF baseline" not in card
+    # one the clock cut to a sample says so: its score is not the classical model's
+    metrics["baseline"]["shrunk"] = "baseline fitted on 60 of 2000 training texts"
+    metrics["data"]["train_examples"] = 2000
+    (copy / "metrics.json").write_text(json.dumps(metrics))
+    assert "tfidf-word-lr on 60 of 2,000 training texts (test)" in render_card(copy)
 
 
 def test_eval_and_export_refresh_the_card(tiny_run, tmp_path, tiny_data, capsys):

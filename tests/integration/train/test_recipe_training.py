@@ -45,6 +45,12 @@ def test_every_run_scores_the_classical_baseline_beside_the_model(tiny_data, tmp
     # the tiny topics are given away by their words: the linear model on them is perfect, the model is not
     assert baseline["validation"]["accuracy"] == 1.0
     assert baseline["beats_model"] == (metrics["validation"]["accuracy"] < 1.0)
+    assert baseline["train_examples"] == metrics["data"]["train_examples"]
+    # the card shows it beside the model, with the scores metrics.json holds
+    card = (tmp_path / "run" / R.CARD_FILE).read_text()
+    assert "No TF-IDF baseline" not in card
+    row = next(line for line in card.splitlines() if line.startswith("| Accuracy |"))
+    assert row.split("|")[-2].strip() == f"{baseline['test']['accuracy']:.4f}" and "tfidf-word-lr (test)" in card
     assert "baseline" not in train(tiny_config(tiny_data, tmp_path / "off"))  # off by default (presets)
 
 

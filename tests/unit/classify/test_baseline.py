@@ -4,6 +4,7 @@ baselines pick their grid value (and multi-label thresholds) on validation, for 
 
 import random
 import re
+from types import SimpleNamespace
 
 import numpy as np
 import pytest
@@ -161,3 +162,38 @@ def test_each_task_has_its_baselines():
     assert baseline_names("regression", pairs=False) == ["tfidf-ridge"]
     assert all(name in SYSTEMS for task in ("single_label", "multi_label", "regression")
                for pairs in (False, True) for name in baseline_names(task, pairs))
+
+
+# ---- the run's own baseline (tfm_cls.classify.finish.classical_baseline) --------------------------------
+
+
+def _run_data(n_train):
+    from datasets import Dataset, DatasetDict
+    from kits.tiny_topics import make_texts
+
+    from tfm_cls.data.sources import ClassificationData
+
+    splits = DatasetDict({name: Dataset.from_list(make_texts(n, seed))
+                          for name, n, seed in (("train", n_train, 0), ("validation", 40, 1), ("test", 40, 2))})
+    return ClassificationData(splits, list(CLASSES), "made here", [])
+
+
+@pytest.mark.parametrize("whole", [True, False])
+def test_the_budgets_probe_times_the_model_the_whole_training_set_would_fit(monkeypatch, whole):
+    from tfm_cls.classify import baseline as B
+    from tfm_cls.classify import finish
+    from tfm_cls.training.clock import WallClock
+
+    # 150 training texts read as a large set (LinearSVC), probed on 50 (which alone would name logistic regression)
+    monkeypatch.setattr(B, "LARGE_TRAINING_SET", 100)
+    monkeypatch.setattr(finish, "BASELINE_PROBE", 50)
+    if not whole:
+        monkeypatch.setattr(finish, "BASELINE_MARGIN", 1e9)  # the whole fit then looks unaffordable
+    data, tc = _run_data(150), SimpleNamespace(best_metric="accuracy")
+    scored = finish.classical_baseline(data, "single_label", {"validation": {"accuracy": 0.5}}, tc, WallClock(60.0))
+    assert scored["model"] == "tfidf-word-svm"
+    assert scored["train_examples"] == (150 if whole else 50) and ("shrunk" in scored) == (not whole)
+    shown = B.reported({"baseline": scored, "data": {"train_examples": 150}})
+    name = "tfidf-word-svm" if whole else "tfidf-word-svm on 50 of 150 training texts"
+    assert list(shown) == [name] and shown[name]["test"] == scored["test"] and set(shown[name]) == {"validation", "test"}
+    assert B.reported({}) == {}
