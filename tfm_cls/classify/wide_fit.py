@@ -299,8 +299,8 @@ def fit_linear(branch: WideBranch, bias: Tensor, head: Any, train: TokenizedSpli
     metrics, decision rule tuned there first, as the engine's evaluation does; hinge margins scaled
     on validation for the judging), from `bias` [C]. The hinge's C starts at HINGE_START and walks
     (`next_c`); the head's loss rises through WARM_START_C. Under a
-    wall-clock budget (`clock`) the fits stop at a deadline that leaves the encoder's loop
-    LOOP_SHARE of the budget and the end of the run its reserve (an L-BFGS fit cut short there is
+    wall-clock budget (`clock`) the fits stop at a deadline that leaves the encoder's loop its
+    time (`plan_loop`) and the end of the run its reserve (an L-BFGS fit cut short there is
     still a fit, the first always made), the grid stops where the next fit (timed as the last one,
     twice) would pass it, and the out-of-fold fits (`folds_for` what) are skipped where they would;
     each cut is said in the clock's `shrunk`, naming `what` was cut."""
@@ -411,7 +411,41 @@ MIN_GRID = 2
 the last fit took: its first, the strongest penalty, was the best on none of tnews5k / trec under a
 5-minute budget (docs/recipe.md)."""
 LOOP_SHARE = 0.4
-"""Under a wall-clock budget the warm start leaves the encoder's loop at least this share of it."""
+"""Under a wall-clock budget the warm start leaves the encoder's loop at least this share of it (where
+the loop can use it: `plan_loop`)."""
+MIN_TRAINING_SHARE = 0.5
+"""The loop is held its share only where at least this part of it would go to training, not to scoring
+the trained encoder at the end (`plan_loop`)."""
+UNHELD_SHARE = 0.5
+"""Where the loop is not held its share, this part of it stays unspent before the loop all the same: a
+margin for the fits that cannot be cut (liblinear's) and the second bag's first fit, which starts before
+the deadline with no estimate of its own (tnews under load: 55 s)."""
+
+
+def plan_loop(clock: WallClock | None, finish_seconds: float) -> float | None:
+    """Decide, before the warm start, what it leaves the encoder's loop (`clock.loop_seconds`): its
+    LOOP_SHARE of the budget where at least MIN_TRAINING_SHARE of that would train, else only a margin
+    (UNHELD_SHARE of it), and the share goes to the bags' fits. `finish_seconds`: what the end of the run
+    would need to score the trained encoder (a probe of the model's cost, the clock's reserve at it).
+    The loop trains from where the warm start ends until the end's need is what is left (the engine):
+    for the share and the end's unmeasured reserve, less that need. On tnews (5 minutes, 15,336
+    validation and test texts) the end needed 135-171 s, the share is 120 s: the loop trained 0-31 steps
+    (25 s) that moved nothing, while the bag of triples went without its folds (docs/recipe.md). Returns
+    the seconds held (None without a budget)."""
+    if clock is None or clock.budget is None:
+        return None
+    share = LOOP_SHARE * clock.budget
+    training = share + clock.reserve() - finish_seconds
+    clock.loop_seconds = share if training >= MIN_TRAINING_SHARE * share else UNHELD_SHARE * share
+    if clock.loop_seconds < share:
+        clock.shrink(f"the encoder's loop is not held its share ({share:.0f} s): it would train ~{max(training, 0):.0f} s, "
+                     f"scoring the trained encoder at the end needing ~{finish_seconds:.0f} s; the bags' fits take it")
+    return clock.loop_seconds
+
+
+def _held(clock: WallClock) -> float:
+    """Seconds the warm start leaves the loop: the plan's (`plan_loop`), else LOOP_SHARE of the budget."""
+    return LOOP_SHARE * clock.budget if clock.loop_seconds is None else clock.loop_seconds
 
 
 DEADLINE_CHUNK = 10
@@ -419,11 +453,11 @@ DEADLINE_CHUNK = 10
 
 
 def _deadline(clock: WallClock | None) -> float | None:
-    """When (time.monotonic()) the warm start's fits must stop to leave the loop LOOP_SHARE of the budget
-    and the end of the run its reserve; None without a budget. The first fit runs one chunk whatever it says."""
+    """When (time.monotonic()) the warm start's fits must stop to leave the loop its time (`_held`) and
+    the end of the run its reserve; None without a budget. The first fit runs one chunk whatever it says."""
     if clock is None or clock.budget is None:
         return None
-    return time.monotonic() + clock.left() - LOOP_SHARE * clock.budget - clock.reserve()
+    return time.monotonic() + clock.left() - _held(clock) - clock.reserve()
 
 
 def deadline_passed(clock: WallClock | None) -> bool:
@@ -433,11 +467,11 @@ def deadline_passed(clock: WallClock | None) -> bool:
 
 
 def _affords(clock: WallClock | None, seconds: float) -> bool:
-    """Whether the warm start may spend `seconds` more and still leave the loop LOOP_SHARE of the budget
-    and the end of the run its reserve (always, without a budget)."""
+    """Whether the warm start may spend `seconds` more and still leave the loop its time (`_held`) and
+    the end of the run its reserve (always, without a budget)."""
     if clock is None or clock.budget is None:
         return True
-    return clock.affords(seconds + LOOP_SHARE * clock.budget + clock.reserve())
+    return clock.affords(seconds + _held(clock) + clock.reserve())
 
 
 def fit_branch(model: nn.Module, head: Any, splits: dict[str, TokenizedSplit], wide: WideConfig,

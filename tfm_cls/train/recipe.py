@@ -31,8 +31,8 @@ from tfm_cls import runs as R
 from tfm_cls.classify.bag_candidate import fit_second_bag
 from tfm_cls.classify.finish import finish_run
 from tfm_cls.classify.heads import check_loss_weights, head_for
-from tfm_cls.classify.task import ClassificationTask, segment_kwargs
-from tfm_cls.classify.wide_fit import start_wide
+from tfm_cls.classify.task import ClassificationTask, probe_cost, segment_kwargs
+from tfm_cls.classify.wide_fit import plan_loop, start_wide
 from tfm_cls.config import ClassifierConfig, save_config
 from tfm_cls.data.sources import ClassificationData, load_data
 from tfm_cls.data.tokenized import tokenize_splits
@@ -178,6 +178,20 @@ def _finish_rows(cfg: ClassifierConfig, splits: dict[str, Any]) -> int:
     return sum(len(splits[name]) for name in ("validation", "test") if name in splits)
 
 
+def _plan_loop(cfg: ClassifierConfig, model: nn.Module, splits: dict[str, Any], clock: WallClock,
+               device: torch.device) -> None:
+    """Under a budget, before a warm start: what the end of the run would need to score the trained model,
+    from a probe of its cost on validation rows, decides whether the encoder's loop is held its share
+    (tfm_cls.classify.wide_fit.plan_loop)."""
+    validation = splits.get("validation")
+    if clock.budget is None or not (cfg.wide.enabled and cfg.wide.warm_start) or validation is None \
+            or validation.num_rows == 0:
+        return
+    pad_id = model.config.get("pad_token_id") or PAD_ID
+    seconds, examples = probe_cost(model, validation, pad_id, cfg.train.eval_batch_size, device)
+    plan_loop(clock, clock.reserve_at(seconds / max(examples, 1)))
+
+
 def _few_labels(cfg: ClassifierConfig, model: nn.Module, splits: dict[str, Any], data: ClassificationData,
                 run_dir: Path, env: D.DistEnv, amp: Any, resume: bool) -> dict[str, Any]:
     """The few-label regime: the classical model against the encoder by cross-validation on the labelled
@@ -245,6 +259,8 @@ def train(
         # the wide branch (tfm_cls.classify.wide_fit): its IDF table and warm start on a fresh run,
         # and the warm start's training offsets, which the task adds to the logits in its loss
         clock = WallClock(cfg.train.wall_minutes, started, finish_rows=_finish_rows(cfg, splits))
+        if not resume and not env.distributed:  # one process: the ranks' timings could plan differently
+            _plan_loop(cfg, model, splits, clock, env.device)
         offsets = start_wide(cfg, model, splits, data.labels, run_dir, resume=resume, env=env, clock=clock)
         if not resume and env.is_main:  # another view of the words, a candidate of the run's choice
             fit_second_bag(cfg, model, splits, data.labels, run_dir, clock)

@@ -51,6 +51,9 @@ class WallClock:
         self.started = time.monotonic() if started is None else started
         self.finish_rows = finish_rows
         self.seconds_per_row: float | None = None
+        self.loop_seconds: float | None = None
+        """Seconds the steps before the training loop leave it, where a plan decided (None: theirs to
+        choose; tfm_cls.classify.wide_fit.plan_loop)."""
         self.shrunk: list[str] = []  # what the budget cut short, in the order it happened (metrics.json)
 
     def elapsed(self) -> float:
@@ -67,7 +70,11 @@ class WallClock:
 
     def reserve(self) -> float:
         """Seconds the end of the run is measured to need."""
-        return FIXED_SECONDS + (self.seconds_per_row or 0.0) * self.finish_rows
+        return self.reserve_at(self.seconds_per_row or 0.0)
+
+    def reserve_at(self, seconds_per_row: float) -> float:
+        """Seconds the end of the run would need where the model costs `seconds_per_row`."""
+        return FIXED_SECONDS + seconds_per_row * self.finish_rows
 
     def shrink(self, what: str) -> None:
         """Say (a warning, and `shrunk` for metrics.json) that the budget cut `what` short."""

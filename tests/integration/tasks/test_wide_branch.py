@@ -25,6 +25,7 @@ from tfm_cls.classify.wide_fit import (
     _fit,
     bag_matrix,
     fit_branch,
+    plan_loop,
     set_idf,
     start_wide,
     train_branch,
@@ -505,6 +506,35 @@ def test_a_spent_wall_clock_stops_the_warm_start_grid_and_skips_the_folds(caplog
     # the model is still the fitted branch
     with torch.no_grad():
         assert (model.eval()(torch.tensor(rows)).argmax(-1).numpy() == labels).mean() > 0.9
+
+
+def test_a_loop_that_could_not_train_is_not_held_its_share_and_the_warm_start_fits_its_folds_in_it():
+    from tfm_cls.training.clock import FIXED_SECONDS, WallClock
+
+    # 5 minutes: the share is 120 s; the loop trains for it and the end's unmeasured reserve, less what
+    # scoring the trained encoder at the end needs
+    clock = WallClock(5.0)
+    assert plan_loop(clock, finish_seconds=FIXED_SECONDS + 60.0) == 120.0 and clock.shrunk == []  # 60 s train: half
+    assert plan_loop(clock, finish_seconds=FIXED_SECONDS + 100.0) == 60.0  # 20 s would train: a margin is kept
+    assert clock.shrunk[-1].startswith("the encoder's loop is not held its share (120 s): it would train ~20 s")
+    assert plan_loop(WallClock(None), 1e9) is None
+
+    rng = np.random.default_rng(2)
+    labels = rng.integers(0, 3, 60)
+    rows = [[int(t) for t in np.concatenate([rng.integers(10 + 10 * y, 20 + 10 * y, 2), rng.integers(1, 10, 5)])]
+            for y in labels]
+    split = _split(rows, labels)
+    for scoring_the_encoder in (0.0, 1e6):  # the loop can train / cannot train
+        # 50 s left of a minute: held its 24 s share, the loop leaves the warm start nothing after the end's
+        # 30 s reserve; not held (a 12 s margin), it leaves ~8 s, all the tiny grid and folds need
+        clock = WallClock(1.0, started=time.monotonic() - 10.0)
+        plan_loop(clock, scoring_the_encoder)
+        model = _tfidf_model()
+        set_idf(model.wide, split)
+        offsets, _ = warm_start(model, SingleLabelHead(), split, split, "macro_f1", ["a", "b", "c"], clock=clock)
+        held = scoring_the_encoder == 0.0
+        assert any(what.startswith("no out-of-fold logits") for what in clock.shrunk) == held
+        assert (np.abs(offsets).max() > 0) == (not held)  # the folds: the encoder's targets, the choice's evidence
 
 
 def test_without_out_of_fold_margins_the_hinge_keeps_its_own_decision_and_scales_only():
