@@ -301,8 +301,9 @@ def fit_linear(branch: WideBranch, bias: Tensor, head: Any, train: TokenizedSpli
     (`next_c`); the head's loss rises through WARM_START_C. Under a
     wall-clock budget (`clock`) the fits stop at a deadline that leaves the encoder's loop its
     time (`plan_loop`) and the end of the run its reserve (an L-BFGS fit cut short there is
-    still a fit, the first always made), the grid stops where the next fit (timed as the last one,
-    twice) would pass it, and the out-of-fold fits (`folds_for` what) are skipped where they would;
+    still a fit, the first always made), the grid stops past MIN_GRID values where the next fit (timed
+    as the slowest yet, twice) and the folds at the best C yet would pass it, and the out-of-fold fits
+    (`folds_for` what) are skipped where they would;
     each cut is said in the clock's `shrunk`, naming `what` was cut."""
     started = time.monotonic()
     bags, targets = bag_matrix(branch, train), torch.from_numpy(train.row_labels(list(range(train.num_rows))))
@@ -319,14 +320,21 @@ def fit_linear(branch: WideBranch, bias: Tensor, head: Any, train: TokenizedSpli
         judge = copy.deepcopy(head)  # tune() sets thresholds: the task's head keeps its own
     best: tuple[float, float, Tensor, Tensor] | None = None
     weights, fitted_bias = None, bias
-    fit_seconds, seconds_at = 0.0, {}  # the last fit's; each C's
+    seconds_at: dict[float, float] = {}  # each C's fit
     deadline = _deadline(clock)
     tried: list[float] = []
     c: float | None = HINGE_START if hinge and len(grid) > 1 else grid[0]
+    # a fold is a fit at the chosen C on 4/5 of the rows: liblinear's costs what that C's fit did (the weakest
+    # penalties fit slowest: tnews' C 3 took 55 s, its C 1 13 s); L-BFGS starts a fold from zeros, ~2x a path step
+    fold_factor = 1.0 if hinge else 2.0
     while c is not None:  # L-BFGS: C rising, each fit from the last one's solution (a regularisation path)
         past_deadline = deadline is not None and time.monotonic() >= deadline
-        if tried and (past_deadline or (len(tried) >= MIN_GRID and not _affords(clock, 2 * fit_seconds))):
-            clock.shrink(f"{what}'s C grid stopped before C {c:g} ({max(clock.left(), 0):.0f} s left)")
+        # past MIN_GRID, the next C only where it (timed as the slowest yet, twice: a weaker penalty fits
+        # slower) and then the folds at the best C yet still fit: the folds before the grid's breadth
+        ahead = (2 * max(seconds_at.values()) + WARM_START_FOLDS * fold_factor * seconds_at[best[1]]) if tried else 0.0
+        if tried and (past_deadline or (len(tried) >= MIN_GRID and not _affords(clock, ahead))):
+            clock.shrink(f"{what}'s C grid stopped before C {c:g} ({max(clock.left(), 0):.0f} s left; with its "
+                         f"folds it would need ~{ahead:.0f} s)")
             break
         fit_started = time.monotonic()
         weights, fitted_bias = _fit_svm(bags, svm_targets, c) if hinge else _fit(bags, targets, head.loss, fitted_bias,
@@ -342,7 +350,7 @@ def fit_linear(branch: WideBranch, bias: Tensor, head: Any, train: TokenizedSpli
             logger.info("%s: C %g -> validation %s %.4f", what, c, best_metric, score)
         if best is None or (has_validation and is_better(best_metric, score, best[0])):
             best = (score, c, weights, fitted_bias)
-        fit_seconds = seconds_at[c] = time.monotonic() - fit_started
+        seconds_at[c] = time.monotonic() - fit_started
         tried.append(c)
         if hinge:
             c = next_c(grid, tried, best[1])
@@ -353,9 +361,7 @@ def fit_linear(branch: WideBranch, bias: Tensor, head: Any, train: TokenizedSpli
     # from the held-out rows into their logits wherever L-BFGS stops short of the optimum
     fit = (lambda b, t: _fit_svm(b, t, c)) if hinge else (lambda b, t: _fit(b, t, head.loss, bias, c))
     out_of_fold: Tensor | None = None
-    # a fold is a fit at the chosen C on 4/5 of the rows: liblinear's costs what that C's fit did (the weakest
-    # penalties fit slowest: tnews' C 3 took 55 s, its C 1 13 s); L-BFGS starts a fold from zeros, ~2x a path step
-    fold_seconds = seconds_at[c] * (1.0 if hinge else 2.0)
+    fold_seconds = seconds_at[c] * fold_factor
     if _affords(clock, fold_seconds * WARM_START_FOLDS):
         out_of_fold = out_of_fold_logits(bags, svm_targets, fit, bias.numel())  # [rows, C]
     else:
@@ -416,10 +422,10 @@ the loop can use it: `plan_loop`)."""
 MIN_TRAINING_SHARE = 0.5
 """The loop is held its share only where at least this part of it would go to training, not to scoring
 the trained encoder at the end (`plan_loop`)."""
-UNHELD_SHARE = 0.5
+UNHELD_SHARE = 0.25
 """Where the loop is not held its share, this part of it stays unspent before the loop all the same: a
-margin for the fits that cannot be cut (liblinear's) and the second bag's first fit, which starts before
-the deadline with no estimate of its own (tnews under load: 55 s)."""
+margin for the fits that cannot be cut (liblinear's), each started on an estimate (the grid's next C, the
+folds), and the second bag's first fit, which starts before the deadline with none (tnews: 35-55 s)."""
 
 
 def plan_loop(clock: WallClock | None, finish_seconds: float) -> float | None:

@@ -515,7 +515,7 @@ def test_a_loop_that_could_not_train_is_not_held_its_share_and_the_warm_start_fi
     # scoring the trained encoder at the end needs
     clock = WallClock(5.0)
     assert plan_loop(clock, finish_seconds=FIXED_SECONDS + 60.0) == 120.0 and clock.shrunk == []  # 60 s train: half
-    assert plan_loop(clock, finish_seconds=FIXED_SECONDS + 100.0) == 60.0  # 20 s would train: a margin is kept
+    assert plan_loop(clock, finish_seconds=FIXED_SECONDS + 100.0) == 30.0  # 20 s would train: a margin is kept
     assert clock.shrunk[-1].startswith("the encoder's loop is not held its share (120 s): it would train ~20 s")
     assert plan_loop(WallClock(None), 1e9) is None
 
@@ -526,7 +526,7 @@ def test_a_loop_that_could_not_train_is_not_held_its_share_and_the_warm_start_fi
     split = _split(rows, labels)
     for scoring_the_encoder in (0.0, 1e6):  # the loop can train / cannot train
         # 50 s left of a minute: held its 24 s share, the loop leaves the warm start nothing after the end's
-        # 30 s reserve; not held (a 12 s margin), it leaves ~8 s, all the tiny grid and folds need
+        # 30 s reserve; not held (a 6 s margin), it leaves ~14 s, all the tiny grid and folds need
         clock = WallClock(1.0, started=time.monotonic() - 10.0)
         plan_loop(clock, scoring_the_encoder)
         model = _tfidf_model()
@@ -535,6 +535,37 @@ def test_a_loop_that_could_not_train_is_not_held_its_share_and_the_warm_start_fi
         held = scoring_the_encoder == 0.0
         assert any(what.startswith("no out-of-fold logits") for what in clock.shrunk) == held
         assert (np.abs(offsets).max() > 0) == (not held)  # the folds: the encoder's targets, the choice's evidence
+
+
+def test_past_two_c_values_the_grid_stops_where_the_folds_would_no_longer_fit_after_the_next(monkeypatch):
+    from tfm_cls.classify import wide_fit
+    from tfm_cls.training.clock import WallClock
+
+    real = wide_fit._fit_svm
+
+    def slow_fit(bags, targets, c):  # seconds the clock counts, not the CPU: C 1 a second, the others three
+        time.sleep(1.0 if c == 1.0 else 3.0)
+        return real(bags, targets, c)
+
+    rng = np.random.default_rng(7)
+    (train_rows, train_labels), (val_rows, val_labels) = _class_word_rows(rng, 60), _class_word_rows(rng, 30)
+    train_split, val_split = _split(train_rows, train_labels), _split(val_rows, val_labels)
+    model = _tfidf_model()
+    set_idf(model.wide, train_split)
+    # once unclocked at full speed: a first call's one-off costs (imports, first kernels) are not a fit's
+    wide_fit.fit_linear(model.wide, torch.zeros(3), SingleLabelHead(), train_split, val_split, "accuracy",
+                        ["a", "b", "c"], "squared_hinge")
+    monkeypatch.setattr(wide_fit, "_fit_svm", slow_fit)
+    # nothing held for a loop; 42 s left of which the end reserves 30: 12 s for the warm start. After two fits
+    # (C 1, C 0.3: ~8 s left) a third (timed as the slowest, twice) and the folds at C 1 (the first of the
+    # equals) would need ~2 x 3 + 5 x 1 s: the grid stops there; the folds alone fit
+    clock = WallClock(1.0, started=time.monotonic() - 18.0)
+    clock.loop_seconds = 0.0
+    fitted = wide_fit.fit_linear(model.wide, torch.zeros(3), SingleLabelHead(), train_split, val_split, "accuracy",
+                                 ["a", "b", "c"], "squared_hinge", clock)
+    assert len(clock.shrunk) == 1 and clock.shrunk[0].startswith("the warm start's C grid stopped before C 3 (")
+    assert 10.5 <= float(clock.shrunk[0].split("would need ~")[1].split(" s")[0]) <= 13
+    assert fitted.out_of_fold is not None and fitted.out_of_fold.shape == (60, 3)
 
 
 def test_without_out_of_fold_margins_the_hinge_keeps_its_own_decision_and_scales_only():
