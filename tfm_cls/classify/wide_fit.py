@@ -332,7 +332,7 @@ def fit_linear(branch: WideBranch, bias: Tensor, head: Any, train: TokenizedSpli
         # past MIN_GRID, the next C only where it (timed as the slowest yet, twice: a weaker penalty fits
         # slower) and then the folds at the best C yet still fit: the folds before the grid's breadth
         ahead = (2 * max(seconds_at.values()) + WARM_START_FOLDS * fold_factor * seconds_at[best[1]]) if tried else 0.0
-        if tried and (past_deadline or (len(tried) >= MIN_GRID and not _affords(clock, ahead))):
+        if tried and (past_deadline or (len(tried) >= MIN_GRID and not warm_start_affords(clock, ahead))):
             clock.shrink(f"{what}'s C grid stopped before C {c:g} ({max(clock.left(), 0):.0f} s left; with its "
                          f"folds it would need ~{ahead:.0f} s)")
             break
@@ -351,6 +351,8 @@ def fit_linear(branch: WideBranch, bias: Tensor, head: Any, train: TokenizedSpli
         if best is None or (has_validation and is_better(best_metric, score, best[0])):
             best = (score, c, weights, fitted_bias)
         seconds_at[c] = time.monotonic() - fit_started
+        if not tried and clock is not None:  # the bags read and one fit made: what a first fit of another bag costs
+            clock.took[FIRST_FIT] = time.monotonic() - started
         tried.append(c)
         if hinge:
             c = next_c(grid, tried, best[1])
@@ -362,7 +364,7 @@ def fit_linear(branch: WideBranch, bias: Tensor, head: Any, train: TokenizedSpli
     fit = (lambda b, t: _fit_svm(b, t, c)) if hinge else (lambda b, t: _fit(b, t, head.loss, bias, c))
     out_of_fold: Tensor | None = None
     fold_seconds = seconds_at[c] * fold_factor
-    if _affords(clock, fold_seconds * WARM_START_FOLDS):
+    if warm_start_affords(clock, fold_seconds * WARM_START_FOLDS):
         out_of_fold = out_of_fold_logits(bags, svm_targets, fit, bias.numel())  # [rows, C]
     else:
         clock.shrink(f"no out-of-fold logits for {folds_for} ({WARM_START_FOLDS} fits of ~{fold_seconds:.0f} s; "
@@ -412,6 +414,9 @@ def warm_start(model: nn.Module, head: Any, train: TokenizedSplit, validation: T
                                                 "out_of_fold": fitted.out_of_fold}
 
 
+FIRST_FIT = "a bag's first fit"
+"""The clock's `took` key of the seconds from a bag's fit_linear call to its first fit made (its bags
+read, its IDF applied): a second bag, which reads more n-grams, estimates its own by it."""
 MIN_GRID = 2
 """Values of the C grid fitted unless the warm start's deadline (`_deadline`) has passed, however long
 the last fit took: its first, the strongest penalty, was the best on none of tnews5k / trec under a
@@ -472,7 +477,7 @@ def deadline_passed(clock: WallClock | None) -> bool:
     return deadline is not None and time.monotonic() >= deadline
 
 
-def _affords(clock: WallClock | None, seconds: float) -> bool:
+def warm_start_affords(clock: WallClock | None, seconds: float) -> bool:
     """Whether the warm start may spend `seconds` more and still leave the loop its time (`_held`) and
     the end of the run its reserve (always, without a budget)."""
     if clock is None or clock.budget is None:

@@ -55,6 +55,8 @@ class WallClock:
         """Seconds the steps before the training loop leave it, where a plan decided (None: theirs to
         choose; tfm_cls.classify.wide_fit.plan_loop)."""
         self.shrunk: list[str] = []  # what the budget cut short, in the order it happened (metrics.json)
+        self.took: dict[str, float] = {}
+        """Seconds steps of the run took, by name, for later steps to estimate theirs by (`took[...]`)."""
 
     def elapsed(self) -> float:
         return time.monotonic() - self.started

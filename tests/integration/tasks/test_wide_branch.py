@@ -19,12 +19,14 @@ from tfm_cls.classify.heads import Head as SingleLabelHead
 from tfm_cls.classify.predict import texts_logits
 from tfm_cls.classify.wide_fit import (
     DEADLINE_CHUNK,
+    FIRST_FIT,
     OFFSETS_FILE,
     WARM_START_C,
     WARM_START_ITERATIONS,
     _fit,
     bag_matrix,
     fit_branch,
+    fit_linear,
     plan_loop,
     set_idf,
     start_wide,
@@ -566,6 +568,36 @@ def test_past_two_c_values_the_grid_stops_where_the_folds_would_no_longer_fit_af
     assert len(clock.shrunk) == 1 and clock.shrunk[0].startswith("the warm start's C grid stopped before C 3 (")
     assert 10.5 <= float(clock.shrunk[0].split("would need ~")[1].split(" s")[0]) <= 13
     assert fitted.out_of_fold is not None and fitted.out_of_fold.shape == (60, 3)
+
+
+def test_a_second_bag_starts_only_where_a_first_fit_as_long_as_the_first_bags_fits(tmp_path):
+    from tfm_cls.classify.bag_candidate import fit_second_bag
+    from tfm_cls.training.clock import WallClock
+
+    rng = np.random.default_rng(4)
+    (train_rows, train_labels), (val_rows, val_labels) = _class_word_rows(rng, 60), _class_word_rows(rng, 30)
+    splits = {"train": _split(train_rows, train_labels), "validation": _split(val_rows, val_labels)}
+    cfg = load_config(ClassifierConfig, None, ["wide.enabled=true", "wide.weighting=tfidf", "wide.warm_start=true",
+                                               "wide.loss=squared_hinge", "wide.second_bag_ngrams=3",
+                                               "wide.second_bag_buckets=256", "train.best_metric=accuracy"])
+    made = []
+    for first_fit in (25.0, 1.0):
+        # nothing held for a loop, 45 s left of which the end reserves 30: the deadline is 15 s away
+        clock = WallClock(1.0, started=time.monotonic() - 15.0)
+        clock.loop_seconds = 0.0
+        clock.took[FIRST_FIT] = first_fit  # as the first bag's fit_linear records it
+        made.append(fit_second_bag(cfg, _tfidf_model(), splits, ["a", "b", "c"], tmp_path / str(first_fit), clock))
+        assert (made[-1] is None) == (first_fit == 25.0)
+        assert any(what.startswith("no bag_of_terms_3 candidate (a first fit as long as the first bag's, ~25 s")
+                   for what in clock.shrunk) == (first_fit == 25.0)
+    assert (made[1] / R.WEIGHTS_FILE).is_file() and not (tmp_path / "25.0").exists()
+    # fit_linear records what its first fit took, from its call: the bags read and one fit made
+    clock = WallClock(5.0)
+    model = _tfidf_model()
+    set_idf(model.wide, splits["train"])
+    fit_linear(model.wide, torch.zeros(3), SingleLabelHead(), splits["train"], splits["validation"], "accuracy",
+               ["a", "b", "c"], "squared_hinge", clock)
+    assert 0.0 < clock.took[FIRST_FIT] < clock.elapsed()
 
 
 def test_without_out_of_fold_margins_the_hinge_keeps_its_own_decision_and_scales_only():
