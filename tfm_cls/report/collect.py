@@ -32,6 +32,7 @@ from tfm_cls.classify.metrics import confusion
 from tfm_cls.classify.predict import run_head, run_policy, texts_logits
 from tfm_cls.errors import DataError, RunDirError, TfmClsError
 from tfm_cls.io import read_json
+from tfm_cls.model.bag import ARCHITECTURE as BAG_ARCHITECTURE
 from tfm_cls.model.classifier import describe_config
 from tfm_cls.report.attribution import integrated_gradients
 from tfm_cls.report.label_errors import label_set_errors, likely_label_errors, value_errors
@@ -219,7 +220,8 @@ def _summary(run: Any, run_dir: Path, metrics: dict[str, Any], head: Any) -> dic
                      if k.endswith("_examples")},
         "model": f"{describe_config(mc)}, "
                  f"{metrics.get('num_parameters', sum(p.numel() for p in run.model.parameters())):,} parameters"
-                 + (f", fine-tuned from {run.config.model.init_from}" if run.config.model.init_from else ""),
+                 + (f", fine-tuned from {run.config.model.init_from}"  # a bag of terms has no encoder to tune
+                    if run.config.model.init_from and mc.get("architecture") != BAG_ARCHITECTURE else ""),
         "size": f"model.safetensors {_size(run_dir / R.WEIGHTS_FILE)}"
                 + (f", model.onnx {_size(onnx)}" if onnx.is_file() else ""),
         "speed": (f"{test['texts_per_second']:.0f} texts/s (PyTorch evaluation of test on {metrics.get('device')})"

@@ -175,9 +175,9 @@ def _summary(c: dict[str, Any]) -> str:
     grid = '<div class="grid">' + "".join(f'<div class="kv"><b>{_e(k)}</b> {_e(v)}</div>' for k, v in kv) + "</div>"
     keys = list(c["metrics"])
     columns = [(f"this report ({c['split']})", c["metrics"])] + [(f"run: {k}", v) for k, v in s["splits"].items()]
-    for name, baseline in s["baselines"].items():
+    for name, baseline in s["baselines"].items():  # the run's own (train.baseline), beside the run's scores
         for split, values in baseline.items():
-            columns.append((f"{name} ({split})", values))
+            columns.append((f"run: {name} ({split})", values))
     if c.get("baseline"):
         columns.append((f"TF-IDF baseline ({c['split']})", c["baseline"]["metrics"]))
     rows = [[k, *[v.get(k) for _, v in columns]] for k in keys]
@@ -354,10 +354,10 @@ def _baseline(c: dict[str, Any]) -> str:
         gap = b["transformer"][first] - b["metrics"][first]
         lower_better = first == "mse"
         better = gap < 0 if lower_better else gap > 0
-        verdict = (f'<p class="{"good" if better else "bad"}">{first}: the Transformer is '
+        verdict = (f'<p class="{"good" if better else "bad"}">{first}: the run\'s model is '
                    f'{"ahead of" if better else "not ahead of"} the baseline by {abs(gap):.4f}.</p>')
     return (f'<p>{_e(b["model"])}, trained on the same {b["train_examples"]} training examples in '
-            f'{b["seconds"]:.1f} s.</p>' + _table(["metric", "Transformer", "TF-IDF baseline"], rows, sortable=False)
+            f'{b["seconds"]:.1f} s.</p>' + _table(["metric", "the run's model", "TF-IDF baseline"], rows, sortable=False)
             + verdict)
 
 
@@ -383,7 +383,8 @@ def _front_svg(front: list[dict[str, Any]], metric: str) -> str:
         f'<text x="{px(x) + 9:.1f}" y="{py(y) + 4 + 14 * (i % 2) * (1 if py(y) < height / 2 else -1):.1f}">'
         f'{_e(r["name"])}{" (shipped)" if r["chosen"] else ""}</text>'  # neighbours' names on alternate lines
         for i, (r, x, y) in enumerate(zip(front, xs, ys)))
-    return (f'<svg width="{width + 10}" height="{height + 20}" role="img" aria-label="candidates: score against speed">'
+    # the right-most dot's name runs past the axis: room for "bag_of_terms_3 (shipped)"
+    return (f'<svg width="{width + 110}" height="{height + 20}" role="img" aria-label="candidates: score against speed">'
             f'<line x1="{pad}" y1="{height - 20}" x2="{width - 80}" y2="{height - 20}" stroke="#555"/>'
             f'<line x1="{pad}" y1="{height - 20}" x2="{pad}" y2="10" stroke="#555"/>{dots}'
             f'<text x="{pad}" y="{height - 4}">{10 ** x_lo:.0f}</text>'

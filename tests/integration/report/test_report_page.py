@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 
-from tfm_cls.report.page import SECTIONS
+from tfm_cls.report.page import SECTIONS, _front_svg
 
 CHROMIUM = shutil.which("chromium") or "/usr/bin/chromium"
 FLAGS = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-background-networking",
@@ -61,6 +61,18 @@ def test_every_report_renders_with_all_sections_and_no_errors(report_runs, tmp_p
                     assert page.locator("section#candidates svg circle").count() == 2
                     assert "(shipped)" in page.text_content("section#candidates svg")
                     page.locator("section#candidates").screenshot(path=str(tmp_path / "candidates.png"))
+                    # every name within the figure, in the page's own style: the fastest dot's sits right of
+                    # the axis (a front of three, the longest name the fastest and shipped)
+                    three = [{"name": name, "validation": {"accuracy": score}, "texts_per_second": speed,
+                              "chosen": name == "bag_of_terms_3"} for name, score, speed in
+                             (("wide_and_deep", 0.56, 150.0), ("bag_of_terms", 0.561, 50_000.0),
+                              ("bag_of_terms_3", 0.563, 60_000.0))]
+                    page.evaluate("svg => { document.querySelector('section#candidates svg').outerHTML = svg }",
+                                  _front_svg(three, "accuracy"))
+                    right = sum(page.locator("section#candidates svg").bounding_box()[k] for k in ("x", "width"))
+                    for label in page.locator("section#candidates svg text").all():
+                        box = label.bounding_box()
+                        assert box["x"] + box["width"] <= right + 0.5, label.text_content()
                 # attributions are highlighted tokens
                 assert page.locator("section#errors span.tok").count() > 0, kind
                 if kind == "single":
