@@ -16,6 +16,7 @@ from tfm_cls.classify.candidates import (
     same_logits,
     score_test,
     scoring_seconds,
+    tolerance,
 )
 from tfm_cls.classify.heads import Head
 from tfm_cls.model import BagOfTermsClassifier, TransformerClassifier
@@ -66,6 +67,28 @@ def _flip(correct: np.ndarray, lose: int, win: int) -> np.ndarray:
     out[np.flatnonzero(correct)[:lose]] = False
     out[np.flatnonzero(~correct)[:win]] = True
     return out
+
+
+@pytest.mark.parametrize("seed", range(5))
+def test_a_lead_of_one_or_two_texts_with_nothing_else_between_two_candidates_is_a_tie(seed):
+    # a wide-and-deep model a few steps from its bag: the same answers but on `lost` texts, all of them
+    # the faster bag's losses. The bootstrap SE is then about sqrt(lost) texts; the continuity
+    # correction (one text) makes 1 and 2 of 2 ties (sign test: p 0.5, 0.25), 3 of 3 a loss (p 0.125)
+    rng = np.random.default_rng(seed)
+    targets = rng.integers(0, 2, 5000)
+    right = rng.random(5000) < 0.56
+    deep = _scored("wide_and_deep", right, targets, speed=150.0, size=120.0)
+    for lost, holds in ((1, True), (2, True), (3, False)):
+        bag = _scored("bag_of_terms", _flip(right, lost, 0), targets, speed=90000.0, size=20.0)
+        chosen, rows = pick([deep, bag], "accuracy", targets, LABELS)
+        assert rows[1]["holds_best"] is holds and (chosen is bag) is holds
+        assert rows[1]["tolerance"] == pytest.approx(np.sqrt(lost) / 5000 + 1 / 5000, rel=0.25)
+
+
+def test_the_correction_is_one_text_of_those_compared_and_only_for_metrics_that_count_texts():
+    assert tolerance("accuracy", 0.01, 400) == pytest.approx(0.0125)
+    assert tolerance("subset_accuracy", 0.0, 50) == pytest.approx(0.02)
+    assert tolerance("macro_f1", 0.01, 400) == tolerance("loss", 0.01, 400) == 0.01
 
 
 def test_two_bags_are_compared_on_their_out_of_fold_training_logits_too():
