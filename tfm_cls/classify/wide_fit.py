@@ -288,6 +288,14 @@ def next_c(grid: tuple[float, ...], tried: list[float], best: float) -> float | 
     return None
 
 
+def next_fit_seconds(seconds_at: dict[float, float], c: float) -> float:
+    """What a fit at `c` is expected to take, from the fits made (`seconds_at`, C -> seconds): a weaker
+    penalty fits slower, about in proportion to C (liblinear's dual passes; tnews' triples: C 1 15 s,
+    C 3 34 s, where "the slowest yet, twice" had let C 3 take their folds' time), so the slowest yet
+    scaled by `c` over the largest C tried; a stronger penalty than every one tried, the slowest yet."""
+    return max(seconds_at.values()) * max(1.0, c / max(seconds_at))
+
+
 def fit_linear(branch: WideBranch, bias: Tensor, head: Any, train: TokenizedSplit, validation: TokenizedSplit | None,
                best_metric: str = "loss", labels: list[str] | None = None, loss: str = "head",
                clock: WallClock | None = None, what: str = "the warm start",
@@ -300,7 +308,7 @@ def fit_linear(branch: WideBranch, bias: Tensor, head: Any, train: TokenizedSpli
     wall-clock budget (`clock`) the fits stop at a deadline that leaves the encoder's loop its
     time (`plan_loop`) and the end of the run its reserve (an L-BFGS fit cut short there is
     still a fit, the first always made), the grid stops past MIN_GRID values where the next fit (timed
-    as the slowest yet, twice) and the folds at the best C yet would pass it, and the out-of-fold fits
+    as the slowest yet, scaled by C where C grows) and the folds at the best C yet would pass it, and the out-of-fold fits
     (`folds_for` what) are skipped where they would;
     each cut is said in the clock's `shrunk`, naming `what` was cut."""
     started = time.monotonic()
@@ -327,9 +335,9 @@ def fit_linear(branch: WideBranch, bias: Tensor, head: Any, train: TokenizedSpli
     fold_factor = 1.0 if hinge else 2.0
     while c is not None:  # L-BFGS: C rising, each fit from the last one's solution (a regularisation path)
         past_deadline = deadline is not None and time.monotonic() >= deadline
-        # past MIN_GRID, the next C only where it (timed as the slowest yet, twice: a weaker penalty fits
-        # slower) and then the folds at the best C yet still fit: the folds before the grid's breadth
-        ahead = (2 * max(seconds_at.values()) + WARM_START_FOLDS * fold_factor * seconds_at[best[1]]) if tried else 0.0
+        # past MIN_GRID, the next C only where it and then the folds at the best C yet still fit: the folds
+        # before the grid's breadth
+        ahead = (next_fit_seconds(seconds_at, c) + WARM_START_FOLDS * fold_factor * seconds_at[best[1]]) if tried else 0.0
         if tried and (past_deadline or (len(tried) >= MIN_GRID and not warm_start_affords(clock, ahead))):
             clock.shrink(f"{what}'s C grid stopped before C {c:g} ({max(clock.left(), 0):.0f} s left; with its "
                          f"folds it would need ~{ahead:.0f} s)")

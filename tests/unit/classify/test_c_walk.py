@@ -3,7 +3,7 @@ first, and on only while the best sits at the edge of what was tried."""
 
 import pytest
 
-from tfm_cls.classify.wide_fit import HINGE_C, HINGE_START, next_c
+from tfm_cls.classify.wide_fit import HINGE_C, HINGE_START, next_c, next_fit_seconds
 
 # validation accuracy by C of the warm start's bag, every value of the grid fitted (5-minute recipe
 # runs of docs/recipe.md, "All twelve rows again": train.log of each)
@@ -68,3 +68,11 @@ def test_the_walk_goes_on_only_towards_the_best_and_stops_at_the_grids_ends():
     # a start at the grid's edge has one neighbour, then walks
     assert _walk(rising, start=0.1) == (10.0, [0.1, 0.3, 1.0, 3.0, 10.0])
     assert _walk(falling, start=0.1) == (0.1, [0.1, 0.3])
+
+
+def test_the_next_fit_is_timed_in_proportion_to_c_upwards_and_as_the_slowest_downwards():
+    # tnews' triples (train.log, 4a95f90): C 1 15 s, C 0.3 8 s; C 3 then took 34 s
+    made = {1.0: 15.0, 0.3: 8.0}
+    assert next_fit_seconds(made, 3.0) == pytest.approx(45.0) and next_fit_seconds(made, 3.0) > 34.0
+    assert next_fit_seconds(made, 0.1) == 15.0  # a stronger penalty: no slower than the slowest yet
+    assert next_fit_seconds({0.3: 4.0, 0.1: 6.0}, 1.0) == pytest.approx(6.0 * 1.0 / 0.3)
