@@ -288,12 +288,15 @@ def next_c(grid: tuple[float, ...], tried: list[float], best: float) -> float | 
     return None
 
 
-def next_fit_seconds(seconds_at: dict[float, float], c: float) -> float:
-    """What a fit at `c` is expected to take, from the fits made (`seconds_at`, C -> seconds): a weaker
-    penalty fits slower, about in proportion to C (liblinear's dual passes; tnews' triples: C 1 15 s,
-    C 3 34 s, where "the slowest yet, twice" had let C 3 take their folds' time), so the slowest yet
-    scaled by `c` over the largest C tried; a stronger penalty than every one tried, the slowest yet."""
-    return max(seconds_at.values()) * max(1.0, c / max(seconds_at))
+def next_fit_seconds(seconds_at: dict[float, float], c: float, liblinear: bool = True) -> float:
+    """What a fit at `c` is expected to take, from the fits made (`seconds_at`, C -> seconds). liblinear
+    starts every fit afresh, and a weaker penalty fits slower, about in proportion to C (its dual passes;
+    tnews' triples: C 1 15 s, C 3 34 s, where "the slowest yet, twice" had let C 3 take their folds' time):
+    the slowest yet scaled by `c` over the largest C tried; a stronger penalty than every one tried, the
+    slowest yet. L-BFGS (`liblinear=False`) walks a regularisation path, each fit from the last one's
+    solution, and is cut at the deadline: twice the slowest yet."""
+    slowest = max(seconds_at.values())
+    return slowest * max(1.0, c / max(seconds_at)) if liblinear else 2.0 * slowest
 
 
 def fit_linear(branch: WideBranch, bias: Tensor, head: Any, train: TokenizedSplit, validation: TokenizedSplit | None,
@@ -337,7 +340,7 @@ def fit_linear(branch: WideBranch, bias: Tensor, head: Any, train: TokenizedSpli
         past_deadline = deadline is not None and time.monotonic() >= deadline
         # past MIN_GRID, the next C only where it and then the folds at the best C yet still fit: the folds
         # before the grid's breadth
-        ahead = (next_fit_seconds(seconds_at, c) + WARM_START_FOLDS * fold_factor * seconds_at[best[1]]) if tried else 0.0
+        ahead = (next_fit_seconds(seconds_at, c, hinge) + WARM_START_FOLDS * fold_factor * seconds_at[best[1]]) if tried else 0.0
         if tried and (past_deadline or (len(tried) >= MIN_GRID and not warm_start_affords(clock, ahead))):
             clock.shrink(f"{what}'s C grid stopped before C {c:g} ({max(clock.left(), 0):.0f} s left; with its "
                          f"folds it would need ~{ahead:.0f} s)")

@@ -76,3 +76,5 @@ def test_the_next_fit_is_timed_in_proportion_to_c_upwards_and_as_the_slowest_dow
     assert next_fit_seconds(made, 3.0) == pytest.approx(45.0) and next_fit_seconds(made, 3.0) > 34.0
     assert next_fit_seconds(made, 0.1) == 15.0  # a stronger penalty: no slower than the slowest yet
     assert next_fit_seconds({0.3: 4.0, 0.1: 6.0}, 1.0) == pytest.approx(6.0 * 1.0 / 0.3)
+    # L-BFGS's path (C 1, 10, 100, ...) starts each fit from the last: twice the slowest, whatever the C
+    assert next_fit_seconds({1.0: 2.0, 10.0: 3.0}, 100.0, liblinear=False) == 6.0
