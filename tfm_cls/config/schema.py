@@ -424,8 +424,17 @@ class ContrastiveConfig:
     cross-validation runs and is reported either way). Off: on trec at 8 a class (issue 43's picks)
     it shipped the bag at 50.2 % where SetFit's fine-tuning reached 81.6 %: the frozen encoder is too
     low a bound of the fine-tuned one for this rule."""
+    prefer_bag: bool = False
+    """Where the cross-validation cannot tell the two apart, the bag of terms ships (the cheaper, the run's
+    own rule: tfm_cls.classify.candidates) and the encoder is fine-tuned only where its frozen vectors beat
+    the bag by more than one paired SE. For an encoder that does not read the texts' script: the planner
+    sets it where the pretrained vocabulary reads over 1 % of the training tokens as [UNK], whose new
+    tokens start with no pretrained meaning (tnews at 8 a class: the frozen encoder 13.1 % on test, the
+    fine-tuned one 13.2 %, the bag 21.0 %; docs/recipe.md). Needs ship_bag."""
 
     def __post_init__(self) -> None:
+        require(not self.prefer_bag or self.ship_bag, "contrastive.prefer_bag: needs contrastive.ship_bag: true "
+                "(the bag may ship at all)")
         require(self.iterations >= 0, f"contrastive.iterations: expected >= 0, got {self.iterations}")
         require(self.batch_size >= 1, f"contrastive.batch_size: expected >= 1, got {self.batch_size}")
         require(self.lr > 0, f"contrastive.lr: expected > 0, got {self.lr}")

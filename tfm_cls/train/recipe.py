@@ -204,7 +204,7 @@ def _few_labels(cfg: ClassifierConfig, model: nn.Module, splits: dict[str, Any],
         if env.is_main:
             write_json(run_dir / R.MODEL_CONFIG_FILE, model.config)
             save_weights(model, run_dir / R.WEIGHTS_FILE)
-        state = TrainState(best_step=0, stopped="few labels: the bag of terms won the cross-validation (no fine-tuning)")
+        state = TrainState(best_step=0, stopped="few labels: the cross-validation chose the bag of terms (no fine-tuning)")
         return finish_run(ClassificationTask(cfg, model, splits, data.labels, run_dir, env, amp), data, state, 0.0,
                           extra=extra)
     state, passes = fit_contrastive(cfg, model, splits["train"], run_dir, env, amp, resume)

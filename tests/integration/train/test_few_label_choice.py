@@ -24,10 +24,11 @@ def test_the_bag_wins_the_cross_validation_where_the_words_tell_and_ships_withou
     cfg = load_config(ClassifierConfig, None, [*TINY, f"data.path={data}", f"run_dir={run}",
                                                "data.validation_fraction=0", "model.normalize=true",
                                                "contrastive.iterations=2", "train.best_metric=accuracy",
-                                               "contrastive.ship_bag=true"])
+                                               "contrastive.ship_bag=true", "contrastive.prefer_bag=true"])
     metrics = train(cfg)
     front = {row["name"]: row for row in metrics["candidates"]["front"]}
     assert metrics["candidates"]["chosen"] == "bag_of_terms" and front["bag_of_terms"]["chosen"]
+    assert "ships unless the frozen encoder beats it" in metrics["candidates"]["rule"]  # the planner's unread script
     # a random encoder's frozen vectors say little; the topic words say it all
     assert front["bag_of_terms"]["validation"]["accuracy"] > front["encoder"]["validation"]["accuracy"] + \
         front["bag_of_terms"]["tolerance"]
@@ -56,3 +57,4 @@ def test_by_default_the_cross_validation_is_reported_and_the_encoder_is_fine_tun
     assert front["bag_of_terms"]["validation"]["accuracy"] > front["encoder"]["validation"]["accuracy"]
     assert metrics["steps"] > 0  # the contrastive stage ran
     assert not isinstance(R.load_run(tmp_path / "run").model, BagOfTermsClassifier)
+

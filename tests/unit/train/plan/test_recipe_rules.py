@@ -39,6 +39,21 @@ def test_eight_examples_per_class_take_the_contrastive_recipe_and_keep_every_exa
     assert cfg.inference.aggregate_scores == "logits"  # the mean the head was fitted for (example_vectors)
 
 
+def test_few_labels_in_a_script_the_encoder_cannot_read_ship_the_bag_unless_the_encoder_beats_it(tmp_path):
+    rng = random.Random(0)
+    characters = [chr(0x1200 + i) for i in range(90)]  # Ethiopic: [UNK] to the packaged MiniLM's vocabulary
+    rows = [{"text": " ".join("".join(rng.choice(characters[c * 30:(c + 1) * 30]) for _ in range(4)) for _ in range(5)),
+             "label": c} for c in range(3) for _ in range(8)]
+    plan = plan_run(profile_data(write_dataset(tmp_path / "am", {"train": rows})))
+    assert plan.regime == "few_shot" and plan.profile.unk_share > 0.5
+    cfg = plan.config()
+    assert cfg.tokenizer.extend_vocab and cfg.contrastive.ship_bag and cfg.contrastive.prefer_bag
+    assert any("no lower bound" in line for line in plan.describe())
+    english = plan_run(profile_data(write_dataset(tmp_path / "en", {"train": _named(make_texts(24, 0))}))).config()
+    assert english.contrastive.iterations == 20 and not english.contrastive.ship_bag
+    assert not english.contrastive.prefer_bag
+
+
 def test_few_labelled_label_lists_are_not_read_as_windows(tmp_path):
     rows = [{"text": r["text"], "labels": [CLASSES[r["label"]]]} for r in make_texts(24, 0)]
     plan = plan_run(profile_data(write_dataset(tmp_path / "few_multi", {"train": rows})))
