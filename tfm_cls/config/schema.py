@@ -404,7 +404,7 @@ class ContrastiveConfig:
     """Few labelled texts: SetFit's contrastive fine-tuning of the encoder on pairs of texts, then
     a logistic-regression head on its unit sentence vectors (tfm_cls.train.contrastive). The
     stage runs one pass over `iterations` x N positive and as many negative pairs, at `lr` with a
-    linear decay after 10 % warmup (SetFit's schedule); train.max_minutes, weight_decay,
+    linear decay after 10 % warmup (SetFit's schedule); train.max_minutes, wall_minutes, weight_decay,
     grad_clip, device, precision and num_threads apply, the other train.* keys do not. Needs
     model.normalize (the head reads unit vectors) and a single- or multi-label task."""
 

@@ -33,6 +33,7 @@ from tfm_cls import runs as R
 from tfm_cls.data.tokenized import TokenizedSplit, collate, first_windows
 from tfm_cls.runtime.text import aggregate_windows
 from tfm_cls.training import distributed as D
+from tfm_cls.training.clock import WallClock
 from tfm_cls.training.engine import Engine, TrainState
 from tfm_cls.training.precision import Precision
 from tfm_cls.weights import save_weights
@@ -225,10 +226,10 @@ def pair_schedule(cfg: Any) -> Any:
 
 
 def fit_contrastive(cfg: Any, classifier: nn.Module, train_split: TokenizedSplit, run_dir: Path, env: D.DistEnv,
-                    amp: Precision, resume: bool) -> tuple[TrainState, float]:
-    """The few-shot recipe's training: the pairs on the one engine, then the head fitted on the
-    training texts' vectors and the weights written (RUN/model.safetensors); returns the engine's
-    final state and the passes over the pairs done."""
+                    amp: Precision, resume: bool, clock: WallClock | None = None) -> tuple[TrainState, float]:
+    """The few-shot recipe's training: the pairs on the one engine (stopped by `clock` where the time left
+    is what the end of the run needs), then the head fitted on the training texts' vectors and the weights
+    written (RUN/model.safetensors); returns the engine's final state and the passes over the pairs done."""
     cc = cfg.contrastive
     pairs = contrastive_pairs(np.asarray(train_split.labels), cc.iterations, cfg.seed)  # [P, 3]
     pad_id = classifier.config.get("pad_token_id") or 0
@@ -236,7 +237,7 @@ def fit_contrastive(cfg: Any, classifier: nn.Module, train_split: TokenizedSplit
     task = ContrastiveTask(classifier, first_windows(train_split), pairs, cc.batch_size, run_dir, env, pad_id)
     logger.info("contrastive: %d pairs of %d training texts (%d iterations), batch %d, lr %g", len(pairs),
                 train_split.num_rows, cc.iterations, cc.batch_size, cc.lr)
-    engine = Engine(task, pair_schedule(cfg), env, amp, run_dir)
+    engine = Engine(task, pair_schedule(cfg), env, amp, run_dir, clock=clock)
     state = engine.fit(resume)
     state.best_step = state.step  # the weights kept: the last (no validation selects among them)
     fit_head(classifier, train_split, cc.head_c, cfg.seed, env.device)

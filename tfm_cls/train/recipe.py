@@ -192,11 +192,26 @@ def _plan_loop(cfg: ClassifierConfig, model: nn.Module, splits: dict[str, Any], 
     plan_loop(clock, clock.reserve_at(seconds / max(examples, 1)))
 
 
+def _measure_end(cfg: ClassifierConfig, model: nn.Module, splits: dict[str, Any], clock: WallClock,
+                 device: torch.device) -> None:
+    """Under a budget, with no validation pass in the loop to time the model: what a text of the splits the
+    end of the run scores costs it, from a probe of their rows (their lengths, never their labels)."""
+    split = next((splits[name] for name in ("validation", "test") if name in splits and splits[name].num_rows), None)
+    if clock.budget is None or split is None:
+        return
+    seconds, examples = probe_cost(model, split, model.config.get("pad_token_id") or PAD_ID,
+                                   cfg.train.eval_batch_size, device)
+    clock.measured(seconds, max(examples, 1))
+
+
 def _few_labels(cfg: ClassifierConfig, model: nn.Module, splits: dict[str, Any], data: ClassificationData,
-                run_dir: Path, env: D.DistEnv, amp: Any, resume: bool) -> dict[str, Any]:
+                run_dir: Path, env: D.DistEnv, amp: Any, resume: bool, started: float) -> dict[str, Any]:
     """The few-label regime: the classical model against the encoder by cross-validation on the labelled
     texts (tfm_cls.train.few_label_choice, one process); the bag of terms ships where it wins,
-    else the contrastive fine-tuning and its fitted head."""
+    else the contrastive fine-tuning and its fitted head, stopped where the time left is what the end
+    of the run is measured to need (`train.wall_minutes`)."""
+    clock = WallClock(cfg.train.wall_minutes, started, finish_rows=_finish_rows(cfg, splits))
+    _measure_end(cfg, model, splits, clock, env.device)
     choice = cross_validate(cfg, model, splits["train"], data.labels) if not env.distributed else None
     extra = {"candidates": {"rule": choice.rule, "chosen": choice.chosen, "front": choice.front}} if choice else None
     if choice is not None and choice.bag is not None and cfg.contrastive.ship_bag:
@@ -206,10 +221,10 @@ def _few_labels(cfg: ClassifierConfig, model: nn.Module, splits: dict[str, Any],
             save_weights(model, run_dir / R.WEIGHTS_FILE)
         state = TrainState(best_step=0, stopped="few labels: the cross-validation chose the bag of terms (no fine-tuning)")
         return finish_run(ClassificationTask(cfg, model, splits, data.labels, run_dir, env, amp), data, state, 0.0,
-                          extra=extra)
-    state, passes = fit_contrastive(cfg, model, splits["train"], run_dir, env, amp, resume)
+                          extra=extra, clock=clock)
+    state, passes = fit_contrastive(cfg, model, splits["train"], run_dir, env, amp, resume, clock)
     return finish_run(ClassificationTask(cfg, model, splits, data.labels, run_dir, env, amp), data, state, passes,
-                      extra=extra)
+                      extra=extra, clock=clock)
 
 
 def train(
@@ -255,7 +270,7 @@ def train(
                                      train_windows=cfg.train.window == "random"
                                      or bool(cfg.contrastive.iterations and cfg.inference.chunk))
         if cfg.contrastive.iterations:  # few labelled texts: pairs, then a fitted head (tfm_cls.train.contrastive)
-            return _few_labels(cfg, model, splits, data, run_dir, env, amp, resume)
+            return _few_labels(cfg, model, splits, data, run_dir, env, amp, resume, started)
         # the wide branch (tfm_cls.classify.wide_fit): its IDF table and warm start on a fresh run,
         # and the warm start's training offsets, which the task adds to the logits in its loss
         clock = WallClock(cfg.train.wall_minutes, started, finish_rows=_finish_rows(cfg, splits))

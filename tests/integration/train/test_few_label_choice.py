@@ -58,3 +58,20 @@ def test_by_default_the_cross_validation_is_reported_and_the_encoder_is_fine_tun
     assert metrics["steps"] > 0  # the contrastive stage ran
     assert not isinstance(R.load_run(tmp_path / "run").model, BagOfTermsClassifier)
 
+
+def test_a_spent_budget_ends_the_fine_tuning_before_a_step_and_still_ships_a_fitted_head(tmp_path):
+    import time
+
+    names = lambda rows: [{"text": r["text"], "label": CLASSES[r["label"]]} for r in rows]  # noqa: E731
+    data = write_dataset(tmp_path / "data", {"train": names(make_texts(18, 0)), "test": names(make_texts(12, 5))})
+    run = tmp_path / "run"
+    cfg = load_config(ClassifierConfig, None, [*TINY, f"data.path={data}", f"run_dir={run}",
+                                               "data.validation_fraction=0", "model.normalize=true",
+                                               "contrastive.iterations=1", "train.best_metric=accuracy",
+                                               "train.wall_minutes=1"])
+    metrics = train(cfg, started=time.monotonic() - 3600)  # a 1-minute budget spent an hour ago
+    # the end of the run (scoring the test texts, timed on them before the pairs) needs what is left: no step
+    assert metrics["steps"] == 0 and metrics["stopped"].startswith("wall-clock budget")
+    assert metrics["candidates"]["chosen"] == "encoder" and set(metrics["test"]) >= {"accuracy"}
+    model = R.load_run(run).model  # the frozen encoder with its head fitted on the labelled texts' vectors
+    assert not isinstance(model, BagOfTermsClassifier) and model.head.weight.abs().sum() > 0
