@@ -142,7 +142,7 @@ class TokenizerConfig:
     """With `head+tail`: the share of the text-token budget taken from the head (rounded)."""
     extend_vocab: int = 0
     """With `model.init_from` (a WordPiece checkpoint): add up to this many characters that the
-    checkpoint's vocabulary reads only as [UNK] in the training texts (seen at least twice, most
+    checkpoint's vocabulary reads only as [UNK] in the training texts (every one seen there, most
     frequent first; e.g. Chinese characters missing from an English vocabulary), each as a word
     and as a `##` continuation token. Their embedding rows start as [UNK]'s; the wide branch gets
     a weight of its own for each. 0: the vocabulary as the checkpoint has it."""

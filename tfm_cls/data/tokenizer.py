@@ -274,9 +274,11 @@ def _wordpiece_model(tokenizer: Tokenizer, spec: dict | None = None) -> dict:
     return model
 
 
-def unknown_characters(tokenizer: Tokenizer, texts: Sequence[str], min_count: int = 2) -> list[str]:
+def unknown_characters(tokenizer: Tokenizer, texts: Sequence[str], min_count: int = 1) -> list[str]:
     """The characters of `texts` a WordPiece vocabulary reads only as [UNK], most frequent first
-    (ties in code-point order), each seen at least `min_count` times; in the tokenizer's normalised
+    (ties in code-point order), each seen at least `min_count` times (default: every one, as a TF-IDF
+    vocabulary keeps a term seen once: a few labelled texts show most characters once, and a new token
+    starts as [UNK] in the encoder, so only the bag reads the difference); in the tokenizer's normalised
     form (lowercased, accents stripped where it does so). ConfigError for a vocabulary that is
     not WordPiece (a byte-level BPE reads every character already)."""
     unk_id = tokenizer.token_to_id(_wordpiece_model(tokenizer).get("unk_token", UNK))
