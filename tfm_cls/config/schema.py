@@ -430,7 +430,7 @@ class ContrastiveConfig:
     the bag by more than one paired SE. For an encoder that does not read the texts' script: the planner
     sets it where the pretrained vocabulary reads over 1 % of the training tokens as [UNK], whose new
     tokens start with no pretrained meaning (tnews at 8 a class: the frozen encoder 13.1 % on test, the
-    fine-tuned one 13.2 %, the bag 21.0 %; docs/recipe.md). Needs ship_bag."""
+    fine-tuned one 13.2 %, the bag 22.4 %; docs/recipe.md). Needs ship_bag."""
 
     def __post_init__(self) -> None:
         require(not self.prefer_bag or self.ship_bag, "contrastive.prefer_bag: needs contrastive.ship_bag: true "
