@@ -17,15 +17,20 @@ from tfm_cls.runtime.session import Classifier
 from tfm_cls.train import train
 
 
-def test_the_bag_wins_the_cross_validation_where_the_words_tell_and_ships_without_fine_tuning(tmp_path):
+def _few_label_config(tmp_path, tests: int, *overrides: str) -> ClassifierConfig:
+    """A few-label run's config: 18 labelled topic texts (6 a class, named labels), `tests` test texts,
+    no validation, the contrastive regime's keys, and `overrides`."""
     names = lambda rows: [{"text": r["text"], "label": CLASSES[r["label"]]} for r in rows]  # noqa: E731
-    data = write_dataset(tmp_path / "data", {"train": names(make_texts(18, 0)), "test": names(make_texts(30, 5))})
+    data = write_dataset(tmp_path / "data", {"train": names(make_texts(18, 0)), "test": names(make_texts(tests, 5))})
+    return load_config(ClassifierConfig, None, [*TINY, f"data.path={data}", f"run_dir={tmp_path / 'run'}",
+                                                "data.validation_fraction=0", "model.normalize=true",
+                                                "train.best_metric=accuracy", *overrides])
+
+
+def test_the_bag_wins_the_cross_validation_where_the_words_tell_and_ships_without_fine_tuning(tmp_path):
     run = tmp_path / "run"
-    cfg = load_config(ClassifierConfig, None, [*TINY, f"data.path={data}", f"run_dir={run}",
-                                               "data.validation_fraction=0", "model.normalize=true",
-                                               "contrastive.iterations=2", "train.best_metric=accuracy",
-                                               "contrastive.ship_bag=true", "contrastive.prefer_bag=true"])
-    metrics = train(cfg)
+    metrics = train(_few_label_config(tmp_path, 30, "contrastive.iterations=2", "contrastive.ship_bag=true",
+                                      "contrastive.prefer_bag=true"))
     front = {row["name"]: row for row in metrics["candidates"]["front"]}
     assert metrics["candidates"]["chosen"] == "bag_of_terms" and front["bag_of_terms"]["chosen"]
     assert "ships unless the frozen encoder beats it" in metrics["candidates"]["rule"]  # the planner's unread script
@@ -46,12 +51,7 @@ def test_the_bag_wins_the_cross_validation_where_the_words_tell_and_ships_withou
 
 
 def test_by_default_the_cross_validation_is_reported_and_the_encoder_is_fine_tuned(tmp_path):
-    names = lambda rows: [{"text": r["text"], "label": CLASSES[r["label"]]} for r in rows]  # noqa: E731
-    data = write_dataset(tmp_path / "data", {"train": names(make_texts(18, 0)), "test": names(make_texts(12, 5))})
-    cfg = load_config(ClassifierConfig, None, [*TINY, f"data.path={data}", f"run_dir={tmp_path / 'run'}",
-                                               "data.validation_fraction=0", "model.normalize=true",
-                                               "contrastive.iterations=1", "train.best_metric=accuracy"])
-    metrics = train(cfg)
+    metrics = train(_few_label_config(tmp_path, 12, "contrastive.iterations=1"))
     front = {row["name"]: row for row in metrics["candidates"]["front"]}
     assert metrics["candidates"]["chosen"] == "encoder" and "ship_bag is on (off)" in metrics["candidates"]["rule"]
     assert front["bag_of_terms"]["validation"]["accuracy"] > front["encoder"]["validation"]["accuracy"]
@@ -62,13 +62,8 @@ def test_by_default_the_cross_validation_is_reported_and_the_encoder_is_fine_tun
 def test_a_spent_budget_ends_the_fine_tuning_before_a_step_and_still_ships_a_fitted_head(tmp_path):
     import time
 
-    names = lambda rows: [{"text": r["text"], "label": CLASSES[r["label"]]} for r in rows]  # noqa: E731
-    data = write_dataset(tmp_path / "data", {"train": names(make_texts(18, 0)), "test": names(make_texts(12, 5))})
     run = tmp_path / "run"
-    cfg = load_config(ClassifierConfig, None, [*TINY, f"data.path={data}", f"run_dir={run}",
-                                               "data.validation_fraction=0", "model.normalize=true",
-                                               "contrastive.iterations=1", "train.best_metric=accuracy",
-                                               "train.wall_minutes=1"])
+    cfg = _few_label_config(tmp_path, 12, "contrastive.iterations=1", "train.wall_minutes=1")
     metrics = train(cfg, started=time.monotonic() - 3600)  # a 1-minute budget spent an hour ago
     # the end of the run (scoring the test texts, timed on them before the pairs) needs what is left: no step
     assert metrics["steps"] == 0 and metrics["stopped"].startswith("wall-clock budget")
