@@ -430,11 +430,9 @@ class ContrastiveConfig:
     the bag by more than one paired SE. For an encoder that does not read the texts' script: the planner
     sets it where the pretrained vocabulary reads over 1 % of the training tokens as [UNK], whose new
     tokens start with no pretrained meaning (tnews at 8 a class: the frozen encoder 13.1 % on test, the
-    fine-tuned one 13.2 %, the bag 22.4 %; docs/recipe.md). Needs ship_bag."""
+    fine-tuned one 13.2 %, the bag 22.4 %; docs/recipe.md). ship_bag is not read then."""
 
     def __post_init__(self) -> None:
-        require(not self.prefer_bag or self.ship_bag, "contrastive.prefer_bag: needs contrastive.ship_bag: true "
-                "(the bag may ship at all)")
         require(self.iterations >= 0, f"contrastive.iterations: expected >= 0, got {self.iterations}")
         require(self.batch_size >= 1, f"contrastive.batch_size: expected >= 1, got {self.batch_size}")
         require(self.lr > 0, f"contrastive.lr: expected > 0, got {self.lr}")

@@ -76,11 +76,11 @@ def folds_of(targets: np.ndarray, k: int, seed: int) -> list[np.ndarray]:
     return [np.asarray(sorted(h), dtype=np.int64) for h in held if h]
 
 
-def ships_bag(lead: float, needed: float, prefer_bag: bool) -> bool:
+def ships_bag(lead: float, needed: float, ship_bag: bool, prefer_bag: bool) -> bool:
     """Whether the bag ships, from its cross-validated lead over the frozen encoder (negative: behind) and
-    the lead that beats (`needed`): where it beats the encoder, or (`prefer_bag`, the encoder reads no
-    pretrained meaning into the texts) unless the encoder beats it."""
-    return lead >= -needed if prefer_bag else lead > needed
+    the lead that beats (`needed`): with `prefer_bag` (the encoder reads no pretrained meaning into the
+    texts) unless the encoder beats it; else with `ship_bag` where it beats the encoder; else never."""
+    return lead >= -needed if prefer_bag else ship_bag and lead > needed
 
 
 def _bag_model(model: nn.Module, split: TokenizedSplit, num_outputs: int) -> BagOfTermsClassifier:
@@ -133,8 +133,9 @@ def cross_validate(cfg: Any, model: nn.Module, split: TokenizedSplit, labels: li
     cv = {name: float(head.metrics(logits, targets, names)[metric]) for name, logits in scored.items()}
     needed = tolerance(metric, paired_se(head, metric, bag_logits, encoder_logits, targets, names), len(targets))
     gap = cv["bag_of_terms"] - cv["encoder"]
-    bag_ships = ships_bag(gap if HIGHER_IS_BETTER[metric] else -gap, needed, cfg.contrastive.prefer_bag)
-    chosen = "bag_of_terms" if bag_ships and cfg.contrastive.ship_bag else "encoder"
+    cc = cfg.contrastive
+    chosen = ("bag_of_terms" if ships_bag(gap if HIGHER_IS_BETTER[metric] else -gap, needed, cc.ship_bag, cc.prefer_bag)
+              else "encoder")
     if chosen == "bag_of_terms":  # fitted on every labelled text
         weights, bias = _fit(bags, target_tensor, head.loss, zero_bias, BAG_C)
         with torch.no_grad():
@@ -149,11 +150,11 @@ def cross_validate(cfg: Any, model: nn.Module, split: TokenizedSplit, labels: li
               if name in speed else 0.0, "tolerance": needed if name == "bag_of_terms" else 0.0,
               "holds_best": name == chosen, "chosen": name == chosen, "shippable": name in speed}
              for name, value in cv.items()]
-    where = ("unless the frozen encoder beats it" if cfg.contrastive.prefer_bag
-             else "only where it beats the frozen encoder's")
-    rule = (f"{k}-fold cross-validation on the labelled texts: the bag of terms ships {where} {metric} by more than "
-            f"one paired standard error (with one text for accuracy: {needed:.3f}) and contrastive.ship_bag is on "
-            f"({'on' if cfg.contrastive.ship_bag else 'off'}); else the encoder is fine-tuned")
+    when = ("unless the frozen encoder beats it by more than one paired standard error (contrastive.prefer_bag)"
+            if cc.prefer_bag else f"only where it beats the frozen encoder's {metric} by more than one paired standard "
+            f"error and contrastive.ship_bag is on ({'on' if cc.ship_bag else 'off'})")
+    rule = (f"{k}-fold cross-validation on the labelled texts: the bag of terms ships {when} (with one text for "
+            f"accuracy: {needed:.3f}); else the encoder is fine-tuned")
     logger.info("few labels, cross-validated %s: %s -> %s (a lead beats past %.3f)", metric,
                 ", ".join(f"{n} {v:.3f}" for n, v in cv.items()), chosen, needed)
     return FewLabelChoice(chosen, front, rule, bag if chosen == "bag_of_terms" else None)

@@ -178,6 +178,14 @@ def _finish_rows(cfg: ClassifierConfig, splits: dict[str, Any]) -> int:
     return sum(len(splits[name]) for name in ("validation", "test") if name in splits)
 
 
+def _seconds_per_text(cfg: ClassifierConfig, model: nn.Module, split: Any, device: torch.device) -> float:
+    """What scoring a text of `split` costs the model, from a probe of its rows (their lengths, never their
+    labels; tfm_cls.classify.task.probe_cost)."""
+    seconds, examples = probe_cost(model, split, model.config.get("pad_token_id") or PAD_ID,
+                                   cfg.train.eval_batch_size, device)
+    return seconds / max(examples, 1)
+
+
 def _plan_loop(cfg: ClassifierConfig, model: nn.Module, splits: dict[str, Any], clock: WallClock,
                device: torch.device) -> None:
     """Under a budget, before a warm start: what the end of the run would need to score the trained model,
@@ -187,21 +195,16 @@ def _plan_loop(cfg: ClassifierConfig, model: nn.Module, splits: dict[str, Any], 
     if clock.budget is None or not (cfg.wide.enabled and cfg.wide.warm_start) or validation is None \
             or validation.num_rows == 0:
         return
-    pad_id = model.config.get("pad_token_id") or PAD_ID
-    seconds, examples = probe_cost(model, validation, pad_id, cfg.train.eval_batch_size, device)
-    plan_loop(clock, clock.reserve_at(seconds / max(examples, 1)))
+    plan_loop(clock, clock.reserve_at(_seconds_per_text(cfg, model, validation, device)))
 
 
 def _measure_end(cfg: ClassifierConfig, model: nn.Module, splits: dict[str, Any], clock: WallClock,
                  device: torch.device) -> None:
-    """Under a budget, with no validation pass in the loop to time the model: what a text of the splits the
-    end of the run scores costs it, from a probe of their rows (their lengths, never their labels)."""
+    """Under a budget, with no validation pass in the loop to time the model (few labels): the clock's cost
+    of a text, probed on the first split the end of the run scores."""
     split = next((splits[name] for name in ("validation", "test") if name in splits and splits[name].num_rows), None)
-    if clock.budget is None or split is None:
-        return
-    seconds, examples = probe_cost(model, split, model.config.get("pad_token_id") or PAD_ID,
-                                   cfg.train.eval_batch_size, device)
-    clock.measured(seconds, max(examples, 1))
+    if clock.budget is not None and split is not None:
+        clock.measured(_seconds_per_text(cfg, model, split, device), 1)
 
 
 def _few_labels(cfg: ClassifierConfig, model: nn.Module, splits: dict[str, Any], data: ClassificationData,
@@ -214,7 +217,7 @@ def _few_labels(cfg: ClassifierConfig, model: nn.Module, splits: dict[str, Any],
     _measure_end(cfg, model, splits, clock, env.device)
     choice = cross_validate(cfg, model, splits["train"], data.labels) if not env.distributed else None
     extra = {"candidates": {"rule": choice.rule, "chosen": choice.chosen, "front": choice.front}} if choice else None
-    if choice is not None and choice.bag is not None and cfg.contrastive.ship_bag:
+    if choice is not None and choice.bag is not None:
         model = choice.bag
         if env.is_main:
             write_json(run_dir / R.MODEL_CONFIG_FILE, model.config)

@@ -243,8 +243,10 @@ def test_the_few_label_bag_ships_where_it_beats_or_with_prefer_bag_unless_it_is_
     needed = 0.05  # the lead that beats
     for lead, beats, not_beaten in [(0.2, True, True), (0.05, False, True), (0.0, False, True), (-0.05, False, True),
                                     (-0.051, False, False), (-0.3, False, False)]:
-        assert ships_bag(lead, needed, prefer_bag=False) is beats, lead
-        assert ships_bag(lead, needed, prefer_bag=True) is not_beaten, lead
+        assert ships_bag(lead, needed, ship_bag=True, prefer_bag=False) is beats, lead
+        assert ships_bag(lead, needed, ship_bag=False, prefer_bag=False) is False, lead  # the default: never
+        assert ships_bag(lead, needed, ship_bag=False, prefer_bag=True) is not_beaten, lead
+        assert ships_bag(lead, needed, ship_bag=True, prefer_bag=True) is not_beaten, lead
 
 
 def test_term_counts_are_each_positions_count_of_its_term_among_the_kept_ones():

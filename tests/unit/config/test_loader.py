@@ -170,9 +170,3 @@ def test_distill_and_pretrain_configs_read_the_old_keys_too(tmp_path, caplog):
         "tokenizer.train_window (no longer read here: remove them)"
     )
 
-
-def test_prefer_bag_needs_the_bag_to_be_allowed_to_ship():
-    with pytest.raises(ConfigError, match=r"contrastive\.prefer_bag: needs contrastive\.ship_bag: true"):
-        load_config(ClassifierConfig, None, ["contrastive.prefer_bag=true"])
-    cfg = load_config(ClassifierConfig, None, ["contrastive.prefer_bag=true", "contrastive.ship_bag=true"])
-    assert cfg.contrastive.prefer_bag and cfg.contrastive.ship_bag

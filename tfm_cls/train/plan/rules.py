@@ -231,7 +231,7 @@ def _few_shot(c: _Choices, profile: DataProfile, minutes: float) -> None:
               "pretrained meaning, so its frozen vectors are no lower bound of a fine-tuned encoder; the bag of "
               "terms (the cheaper) ships unless the encoder beats it in the cross-validation on the labelled texts "
               "(tnews at 8 a class: the fine-tuned encoder 13.2 % on test, the bag 22.4 %; docs/recipe.md)",
-              contrastive__ship_bag=True, contrastive__prefer_bag=True)
+              contrastive__prefer_bag=True)
     c.set(f"{FEW_SHOT_LENGTH} tokens (sentence-transformers' length for this encoder, SetFit's): the lengths of a few "
           "dozen training texts say little about the texts it will read, and a cut from them truncated test "
           "texts (sst2 at 8 a class: 32 tokens, 5 % of its test sentences longer)", tokenizer__max_length=FEW_SHOT_LENGTH)
