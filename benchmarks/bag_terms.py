@@ -22,6 +22,8 @@ fifths (the warm start's folds, `out_of_fold_logits`), and the last order agains
 validation, on validation plus the training texts out of fold, and on test: the lead in accuracy and
 its paired standard error. What the run's choice (tfm_cls.classify.candidates) compares two bags on.
 `--buckets` takes one value, or one for each order (the recipe's: pairs in 2^18 rows, triples in 2^20).
+The bag does not count the tokenizer's [CLS] / [SEP], as the recipe's (`wide.count_special_tokens: false`);
+`--count-special-tokens` counts them, as runs did before the key (rows say which).
 """
 
 from __future__ import annotations
@@ -45,6 +47,7 @@ from tfm_cls.classify.wide_fit import (
     softmax_scaling,
 )
 from tfm_cls.data.tokenized import TokenizedSplit
+from tfm_cls.data.tokenizer import marker_ids
 from tfm_cls.model.wide import BUCKETS, WideBranch
 
 MAX_TOKENS = 512
@@ -96,7 +99,7 @@ def _lead(last: np.ndarray, first: np.ndarray) -> dict[str, float]:
 
 
 def measure(folder: Path, orders: list[int], buckets: list[int] | None = None, scaling: bool = False,
-            out_of_fold: bool = False) -> dict[str, Any] | None:
+            out_of_fold: bool = False, count_special_tokens: bool = False) -> dict[str, Any] | None:
     """Each order's best C on validation, its validation and test accuracy, fit seconds (the grid); with
     `scaling`, the scalings' accuracies at that C (`_scalings`); with `out_of_fold`, the training texts'
     out-of-fold accuracy at that C and the last order's lead over the first (`_lead`)."""
@@ -110,11 +113,13 @@ def measure(folder: Path, orders: list[int], buckets: list[int] | None = None, s
     train, val, test = (_tokenized(tokenizer, t, y) for t, y in splits)
     classes = int(max(train_y.max(), val_y.max(), test_y.max())) + 1
     one_hot = torch.nn.functional.one_hot(torch.as_tensor(train_y, dtype=torch.int64), classes).float()
+    skip_ids = [] if count_special_tokens else marker_ids(tokenizer)
     row: dict[str, Any] = {"set": folder.name, "train": len(train_y), "validation": len(val_y), "test": len(test_y),
-                           "vocab_size": tokenizer.get_vocab_size(), "buckets": dict(zip(map(str, orders), buckets))}
+                           "vocab_size": tokenizer.get_vocab_size(), "buckets": dict(zip(map(str, orders), buckets)),
+                           "skip_ids": skip_ids}
     right: dict[int, dict[str, np.ndarray]] = {}
     for n, rows in zip(orders, buckets):
-        branch = WideBranch(tokenizer.get_vocab_size(), classes, 0, "tfidf", n, rows)
+        branch = WideBranch(tokenizer.get_vocab_size(), classes, 0, "tfidf", n, rows, skip_ids)
         started = time.perf_counter()
         set_idf(branch, train)
         x_train, x_val, x_test = (bag_matrix(branch, s) for s in (train, val, test))
@@ -187,13 +192,16 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--out-of-fold", action="store_true",
                         help="also each order's out-of-fold training accuracy and the last order's lead over the "
                              "first on validation, validation plus the folds, and test")
+    parser.add_argument("--count-special-tokens", action="store_true",
+                        help="the bag also counts the tokenizer's [CLS] / [SEP] (runs before wide.count_special_tokens)")
     args = parser.parse_args(argv)
     if len(args.buckets) not in (1, len(args.ngrams)):
         parser.error(f"--buckets: one value or one for each of the {len(args.ngrams)} orders, got {len(args.buckets)}")
     torch.set_num_threads(1)
     rows = []
     for folder in args.data:
-        row = measure(Path(folder), args.ngrams, args.buckets, args.scaling, args.out_of_fold)
+        row = measure(Path(folder), args.ngrams, args.buckets, args.scaling, args.out_of_fold,
+                      args.count_special_tokens)
         if row is None:
             print(f"{folder}: not a single-label set of single texts; skipped", flush=True)
             continue
@@ -203,7 +211,8 @@ def main(argv: list[str] | None = None) -> int:
               + " on test", flush=True)
     text = table(rows, args.ngrams)
     print(text)
-    path = write_results(args.out, "bag-terms", {"environment": environment(), "orders": args.ngrams, "rows": rows}, text)
+    path = write_results(args.out, "bag-terms", {"environment": environment(), "orders": args.ngrams,
+                                                 "count_special_tokens": args.count_special_tokens, "rows": rows}, text)
     print(f"wrote {path}")
     return 0
 

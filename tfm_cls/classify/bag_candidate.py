@@ -88,7 +88,8 @@ def fit_second_bag(cfg: Any, model: nn.Module, splits: dict[str, TokenizedSplit]
     config = model.config
     longest = max((len(ids) for ids in train.input_ids), default=1)
     bag = BagOfTermsClassifier(config["vocab_size"], config["num_classes"], config.get("pad_token_id"),
-                               max(longest, 2), "tfidf", wide.second_bag_ngrams, wide.second_bag_buckets)
+                               max(longest, 2), "tfidf", wide.second_bag_ngrams, wide.second_bag_buckets,
+                               wide_skip_ids=config.get("wide_skip_ids", ()))
     set_idf(bag.wide, train)
     head = head_for(cfg, train.labels, labels=labels)
     fitted = fit_linear(bag.wide, torch.zeros(config["num_classes"]), head, train, validation,

@@ -128,11 +128,12 @@ def _scale_and_shift(scores: Tensor, scales: int, loss: Callable[[Tensor], Tenso
 
 
 def document_frequencies(branch: WideBranch, split: TokenizedSplit) -> np.ndarray:
-    """[rows of the branch's table] in how many rows of the split each term (`branch.terms`) occurs."""
+    """[rows of the branch's table] in how many rows of the split each term the bag counts
+    (`branch.terms`, kept) occurs."""
     df = np.zeros(branch.rows, dtype=np.int64)
     for ids in split.input_ids:
-        terms, _ = branch.terms(torch.as_tensor(np.asarray(ids, dtype=np.int64)).unsqueeze(0))  # [1, N]
-        df[np.unique(terms.numpy())] += 1
+        terms, keep = branch.terms(torch.as_tensor(np.asarray(ids, dtype=np.int64)).unsqueeze(0))  # [1, N]
+        df[np.unique(terms[keep].numpy())] += 1
     return df
 
 

@@ -86,6 +86,12 @@ class WideConfig:
     second_bag_buckets: int = 2**20
     """The second bag's hashed rows (triples need more rows than pairs: fewer, and their collisions cost
     what they add)."""
+    count_special_tokens: bool = False
+    """Count the tokens the tokenizer adds to every text ([CLS], [SEP]: tfm_cls.data.tokenizer.marker_ids)
+    as terms of the bag, with their pairs with a text's first and last token. false: the bag holds the
+    text's own terms, as a TF-IDF vectorizer's does (the model's config records the ids it skips,
+    `wide_skip_ids`); with few labels the bag candidate reads the same. Runs before the key counted
+    them (docs/recipe.md, "The bag's terms")."""
     lr: float | None = None
     """Learning rate of the branch (None: `train.head_lr`, else `train.lr`); unused with
     `warm_start`, which keeps the branch as fitted."""
@@ -109,9 +115,15 @@ class WideConfig:
         _require(self.loss == "head" or self.warm_start,
                  f"wide.loss={self.loss} is a loss of the warm start's fit: it needs wide.warm_start: true")
 
-    def model_kwargs(self) -> dict[str, typing.Any]:
+    def skip_ids(self, markers: typing.Sequence[int]) -> list[int]:
+        """The token ids a bag of terms does not count: the tokenizer's `markers`
+        (tfm_cls.data.tokenizer.marker_ids) unless `count_special_tokens`."""
+        return [] if self.count_special_tokens else [int(i) for i in markers]
+
+    def model_kwargs(self, markers: typing.Sequence[int] = ()) -> dict[str, typing.Any]:
         """The branch's constructor arguments of `TransformerClassifier`, each only when not its
-        default (the model's config records them flat: tfm_cls.model.wide.config_entries)."""
+        default (the model's config records them flat: tfm_cls.model.wide.config_entries);
+        `markers`: the tokenizer's, where it is known (`skip_ids`)."""
         kwargs: dict[str, typing.Any] = {}
         if self.enabled:
             kwargs["wide"] = True
@@ -121,4 +133,6 @@ class WideConfig:
             kwargs["wide_weighting"] = self.weighting
         if self.ngrams != 1:
             kwargs.update(wide_ngrams=self.ngrams, wide_buckets=self.buckets)
+        if self.enabled and self.skip_ids(markers):
+            kwargs["wide_skip_ids"] = self.skip_ids(markers)
         return kwargs

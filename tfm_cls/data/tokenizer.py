@@ -187,6 +187,16 @@ def configure_truncation(tokenizer: Tokenizer, max_length: int) -> Tokenizer:
     return tokenizer
 
 
+def marker_ids(tokenizer: Tokenizer) -> list[int]:
+    """The ids the tokenizer's template adds to every text and pair ([CLS], [SEP]; a RoBERTa
+    checkpoint's <s>, </s>): what an empty text and an empty pair encode to, padding aside. Markers
+    of the encoder's input, not words of the text: the wide branch does not count them."""
+    padding = tokenizer.padding
+    pad = None if padding is None else padding["pad_id"]
+    ids = tokenizer.encode("").ids + tokenizer.encode("", "").ids
+    return sorted({i for i in ids if i != pad})
+
+
 # ---- long texts: the length chosen from the data, truncation strategies, windows ------------------
 
 

@@ -43,6 +43,7 @@ from tfm_cls.data.tokenizer import (
     configure_truncation,
     load_tokenizer,
     long_text_of,
+    marker_ids,
     max_length_of,
     resolved_lengths,
     save_tokenizer,
@@ -234,7 +235,7 @@ def build_student(cfg: DistillConfig, tokenizer: Tokenizer, num_classes: int, te
         return cut_student(source.model_config, source.state_dict(), layers)
     model = R.build_model(dict(
         vocab_size=tokenizer.get_vocab_size(), num_classes=num_classes, pad_token_id=pad_id, **cfg.model.model_kwargs(),
-        **cfg.wide.model_kwargs(),
+        **cfg.wide.model_kwargs(marker_ids(tokenizer)),
         **segment_kwargs(cfg),
     ))
     init_from = cfg.student.embedding_init

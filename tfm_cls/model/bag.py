@@ -21,7 +21,7 @@ from typing import Any
 import torch
 from torch import Tensor, nn
 
-from tfm_cls.model.wide import BUCKETS, WideBranch
+from tfm_cls.model.wide import BUCKETS, WideBranch, check_config
 
 ARCHITECTURE = "bag_of_terms"
 """model_config.json's `architecture` of this model (a TransformerClassifier records none)."""
@@ -32,7 +32,8 @@ class BagOfTermsClassifier(nn.Module):
 
     def __init__(self, vocab_size: int, num_classes: int, pad_token_id: int | None = 0, max_len: int = 512,
                  wide_weighting: str = "tfidf", wide_ngrams: int = 2, wide_buckets: int = BUCKETS,
-                 architecture: str = ARCHITECTURE, wide: bool = True, type_vocab_size: int = 0) -> None:
+                 architecture: str = ARCHITECTURE, wide: bool = True, type_vocab_size: int = 0,
+                 wide_skip_ids: list[int] | tuple[int, ...] = ()) -> None:
         super().__init__()
         if architecture != ARCHITECTURE or not wide or type_vocab_size:
             raise ValueError(f"BagOfTermsClassifier: a config of architecture {ARCHITECTURE!r} with wide=true and "
@@ -46,7 +47,11 @@ class BagOfTermsClassifier(nn.Module):
             max_len=max_len, wide=True, wide_weighting=wide_weighting, wide_ngrams=wide_ngrams,
             wide_buckets=wide_buckets, type_vocab_size=0,
         )
-        self.wide = WideBranch(vocab_size, num_classes, pad_token_id, wide_weighting, wide_ngrams, wide_buckets)
+        if wide_skip_ids:  # recorded only when set: configs written before the key load unchanged
+            self.config["wide_skip_ids"] = list(wide_skip_ids)
+        check_config(self.config)
+        self.wide = WideBranch(vocab_size, num_classes, pad_token_id, wide_weighting, wide_ngrams, wide_buckets,
+                               wide_skip_ids)
         self.bias = nn.Parameter(torch.zeros(num_classes))  # [C]
 
     @classmethod
@@ -59,7 +64,7 @@ class BagOfTermsClassifier(nn.Module):
         if branch is None:
             raise ValueError("the model has no wide branch to keep")
         bag = cls(config["vocab_size"], config["num_classes"], config.get("pad_token_id"), max_len,
-                  branch.weighting, branch.ngrams, branch.buckets or BUCKETS)
+                  branch.weighting, branch.ngrams, branch.buckets or BUCKETS, wide_skip_ids=branch.skip_ids)
         bag.wide.load_state_dict(branch.state_dict())
         with torch.no_grad():
             bag.bias.copy_(model.head.bias.detach() if bias is None else bias.to(bag.bias))

@@ -97,6 +97,7 @@ class TransformerClassifier(nn.Module):
         wide_weighting: str = "count",
         wide_ngrams: int = 1,
         wide_buckets: int = BUCKETS,
+        wide_skip_ids: list[int] | tuple[int, ...] = (),
         normalize: bool = False,
     ) -> None:
         super().__init__()
@@ -108,7 +109,8 @@ class TransformerClassifier(nn.Module):
             embedding_layer_norm=embedding_layer_norm, pooler=pooler,
         )
         # the wide branch's keys, recorded only when not their defaults (tfm_cls.model.wide)
-        self.config.update(config_entries(wide, encoder_length, wide_weighting, wide_ngrams, wide_buckets))
+        self.config.update(config_entries(wide, encoder_length, wide_weighting, wide_ngrams, wide_buckets,
+                                          wide_skip_ids))
         if normalize:  # recorded only when on: configs written before the option load unchanged
             self.config["normalize"] = True
         self.normalize = normalize

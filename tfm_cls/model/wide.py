@@ -13,7 +13,8 @@ inverse document frequencies of the training texts are a buffer, `idf` [rows], s
 side's: tfm_cls.classify.wide_fit.
 
 The model's config (model_config.json) records the branch flat, as TransformerClassifier's
-arguments: `wide`, `wide_weighting`, `wide_ngrams`, `wide_buckets`, `encoder_length`, each only
+arguments: `wide`, `wide_weighting`, `wide_ngrams`, `wide_buckets`, `encoder_length`,
+`wide_skip_ids` (tokens the bag does not count: the tokenizer's markers), each only
 when not its default (`config_entries`), so the configs of models without it stay as they were.
 Its state-dict keys are `wide.weight` and `wide.idf`; weights saved before the branch was a
 module of its own hold the IDF table as `wide_idf` and load through `upgrade_state_dict`.
@@ -21,7 +22,7 @@ module of its own hold the IDF table as `wide_idf` and load through `upgrade_sta
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from typing import Any
 
 import torch
@@ -57,9 +58,13 @@ class WideBranch(nn.Module):
     """
 
     def __init__(self, vocab_size: int, num_classes: int, pad_token_id: int | None = None, weighting: str = "count",
-                 ngrams: int = 1, buckets: int = BUCKETS) -> None:
+                 ngrams: int = 1, buckets: int = BUCKETS, skip_ids: Sequence[int] = ()) -> None:
         super().__init__()
         self.vocab_size, self.weighting, self.ngrams = vocab_size, weighting, ngrams
+        # `skip_ids`: tokens the bag does not count, as padding (the tokenizer's [CLS] and [SEP]: the
+        # encoder's markers, not the text's words); not saved in the state dict: the config holds them
+        self.skip_ids = tuple(int(i) for i in skip_ids)
+        self.register_buffer("skip", torch.tensor(self.skip_ids, dtype=torch.int64), persistent=False)  # [S]
         self.buckets = buckets if ngrams >= 2 else 0
         self.rows = vocab_size + self.buckets
         self.padding_idx = pad_token_id
@@ -80,7 +85,8 @@ class WideBranch(nn.Module):
         if not config.get("wide"):
             return None
         return cls(config["vocab_size"], config["num_classes"], config.get("pad_token_id"),
-                   config.get("wide_weighting", "count"), config.get("wide_ngrams", 1), config.get("wide_buckets", 0))
+                   config.get("wide_weighting", "count"), config.get("wide_ngrams", 1), config.get("wide_buckets", 0),
+                   config.get("wide_skip_ids", ()))
 
     def forward(self, input_ids: Tensor, attention_mask: Tensor | None = None) -> Tensor:
         """input_ids [B, T] -> [B, C]: the sum over the text's terms (`terms`) of each term's class
@@ -92,11 +98,14 @@ class WideBranch(nn.Module):
 
     def terms(self, input_ids: Tensor, attention_mask: Tensor | None = None) -> tuple[Tensor, Tensor]:
         """What the bag counts: input_ids [B, T] -> (terms [B, N] int64 rows of `weight`, keep [B, N]
-        bool, False at padding). The tokens (N = T) and, with ngrams=2, also each pair of adjacent
+        bool, False at padding and at `skip_ids`). The tokens (N = T) and, with ngrams=2, also each pair of adjacent
         tokens, hashed into one of `buckets` rows after the vocabulary's (N = 2T - 1): the word
         bigrams of a TF-IDF n-gram model, in fastText's hashed form; with ngrams=3 also each triple
-        of adjacent tokens, hashed into the same rows (N = 3T - 3)."""
+        of adjacent tokens, hashed into the same rows (N = 3T - 3). A pair or triple is kept when
+        each of its tokens is: none spans a skipped token."""
         keep = torch.ones_like(input_ids, dtype=torch.bool) if attention_mask is None else attention_mask != 0
+        if self.skip_ids:
+            keep = keep & (input_ids.unsqueeze(-1) != self.skip).all(dim=-1)  # [B, T]
         if self.ngrams == 1:
             return input_ids, keep
         pairs = (input_ids[:, :-1] * PAIR_HASH + input_ids[:, 1:]) % self.buckets  # [B, T-1]
@@ -136,7 +145,8 @@ class WideBranch(nn.Module):
 
     def extra_repr(self) -> str:
         pairs = f", {GRAM_NAMES[self.ngrams]} in {self.buckets} buckets" if self.ngrams in GRAM_NAMES else ""
-        return f"{self.vocab_size} tokens{pairs}, {self.weight.shape[1]} classes, {self.weighting}"
+        skipped = f", not counting ids {list(self.skip_ids)}" if self.skip_ids else ""
+        return f"{self.vocab_size} tokens{pairs}{skipped}, {self.weight.shape[1]} classes, {self.weighting}"
 
 
 def term_counts(terms: Tensor, keep: Tensor) -> Tensor:
@@ -154,7 +164,7 @@ def term_counts(terms: Tensor, keep: Tensor) -> Tensor:
 
 
 def config_entries(wide: bool = False, encoder_length: int | None = None, weighting: str = "count", ngrams: int = 1,
-                   buckets: int = BUCKETS) -> dict[str, Any]:
+                   buckets: int = BUCKETS, skip_ids: Sequence[int] = ()) -> dict[str, Any]:
     """The branch's keys of a classifier's config, each only when it is not its default (so the
     configs of models without it stay as they were), in the order models have always saved them."""
     entries: dict[str, Any] = {"wide": True} if wide else {}
@@ -165,6 +175,8 @@ def config_entries(wide: bool = False, encoder_length: int | None = None, weight
     if ngrams != 1:
         entries["wide_ngrams"] = int(ngrams)
         entries["wide_buckets"] = int(buckets)
+    if skip_ids:
+        entries["wide_skip_ids"] = list(skip_ids)
     return entries
 
 
@@ -183,6 +195,11 @@ def check_config(config: Mapping[str, Any]) -> None:
     if ngrams >= 2 and not (isinstance(config.get("wide_buckets"), int) and 1 <= config["wide_buckets"] <= 2**31):
         raise ValueError("TransformerClassifier: wide_buckets must be an integer from 1 to 2^31 (the hashes' int64 "
                          f"range), got {config.get('wide_buckets')!r}")
+    skip = config.get("wide_skip_ids", [])
+    if not (isinstance(skip, list | tuple) and (config.get("wide") or not skip)
+            and all(isinstance(i, int) and not isinstance(i, bool) and 0 <= i < int(config["vocab_size"]) for i in skip)):
+        raise ValueError("TransformerClassifier: wide_skip_ids must be a list of token ids below vocab_size "
+                         f"({config['vocab_size']}) (and needs wide=True), got {skip!r}")
     length = config.get("encoder_length")
     if length is not None and not (config.get("wide") and 2 <= int(length) <= int(config["max_len"])):
         raise ValueError(

@@ -29,6 +29,7 @@ from __future__ import annotations
 
 import dataclasses
 import logging
+from collections.abc import Sequence
 from typing import Any
 
 import numpy as np
@@ -83,20 +84,24 @@ def ships_bag(lead: float, needed: float, ship_bag: bool, prefer_bag: bool) -> b
     return lead >= -needed if prefer_bag else ship_bag and lead > needed
 
 
-def _bag_model(model: nn.Module, split: TokenizedSplit, num_outputs: int) -> BagOfTermsClassifier:
-    """A bag-of-terms model over the model's vocabulary, its IDF table from the labelled texts."""
+def _bag_model(model: nn.Module, split: TokenizedSplit, num_outputs: int,
+               skip_ids: list[int]) -> BagOfTermsClassifier:
+    """A bag-of-terms model over the model's vocabulary, not counting `skip_ids`, its IDF table from
+    the labelled texts."""
     config = model.config
     max_len = max((len(ids) for ids in split.input_ids), default=2)
     bag = BagOfTermsClassifier(config["vocab_size"], num_outputs, config.get("pad_token_id", PAD_ID), max(max_len, 2),
-                               "tfidf", 2, BUCKETS)
+                               "tfidf", 2, BUCKETS, wide_skip_ids=skip_ids)
     set_idf(bag.wide, split)
     return bag
 
 
-def cross_validate(cfg: Any, model: nn.Module, split: TokenizedSplit, labels: list[str]) -> FewLabelChoice:
+def cross_validate(cfg: Any, model: nn.Module, split: TokenizedSplit, labels: list[str],
+                   bag_skips: Sequence[int] = ()) -> FewLabelChoice:
     """The module docstring's choice on the labelled texts `split` (the run's whole training split;
     windowed where long texts are read whole: the encoder's vectors are then each text's mean over
-    its windows, as its fitted head will read them, and the bag reads each text's first window)."""
+    its windows, as its fitted head will read them, and the bag reads each text's first window, not
+    counting `bag_skips`: WideConfig.skip_ids)."""
     vectors = example_vectors(model, split)  # [N, D] the pretrained encoder's, frozen
     split = first_windows(split)
     head = head_for(cfg, split.labels, labels=labels)
@@ -107,7 +112,7 @@ def cross_validate(cfg: Any, model: nn.Module, split: TokenizedSplit, labels: li
     folds = folds_of(targets, k, cfg.seed)
     num_outputs = head.num_outputs(len(labels))
 
-    bag = _bag_model(model, split, num_outputs)
+    bag = _bag_model(model, split, num_outputs, list(bag_skips))
     bags = bag_matrix(bag.wide, split)  # [N, rows] sparse
     target_tensor = torch.from_numpy(split.row_labels(list(range(split.num_rows))))
     zero_bias = torch.zeros(num_outputs)

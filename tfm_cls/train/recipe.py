@@ -44,6 +44,7 @@ from tfm_cls.data.tokenizer import (
     extend_vocabulary,
     load_tokenizer,
     long_text_of,
+    marker_ids,
     max_length_of,
     resolved_lengths,
     save_tokenizer,
@@ -155,6 +156,7 @@ def build_model_and_tokenizer(
                  **model_kwargs, **cfg.wide.model_kwargs(), **segment_kwargs(cfg))
         )
     if not resume:
+        model = _bag_of_text_terms(model, cfg.wide.skip_ids(marker_ids(tokenizer)))
         head_for(cfg).start_output(model, data.splits["train"]["label"])
     max_length, max_len = max_length_of(tokenizer), model.config["max_len"]
     if max_length > (token_limit(model.config) or max_length):
@@ -167,6 +169,17 @@ def build_model_and_tokenizer(
             f"tokenizer has {tokenizer.get_vocab_size()} tokens but the model's embedding only {model.config['vocab_size']}"
         )
     return model, tokenizer
+
+
+def _bag_of_text_terms(model: nn.Module, skip_ids: list[int]) -> nn.Module:
+    """The model with its wide branch (if any) not counting `skip_ids` (`wide.count_special_tokens`):
+    rebuilt from its config with `wide_skip_ids`, its weights kept (the branch is fitted later). A
+    pretrained checkpoint is loaded before its tokenizer is known, so every path builds, then this."""
+    if not model.config.get("wide") or not skip_ids:
+        return model
+    rebuilt = R.build_model({**model.config, "wide_skip_ids": skip_ids})
+    rebuilt.load_state_dict(model.state_dict())
+    return rebuilt
 
 
 def _finish_rows(cfg: ClassifierConfig, splits: dict[str, Any]) -> int:
@@ -208,14 +221,15 @@ def _measure_end(cfg: ClassifierConfig, model: nn.Module, splits: dict[str, Any]
 
 
 def _few_labels(cfg: ClassifierConfig, model: nn.Module, splits: dict[str, Any], data: ClassificationData,
-                run_dir: Path, env: D.DistEnv, amp: Any, resume: bool, started: float) -> dict[str, Any]:
+                run_dir: Path, env: D.DistEnv, amp: Any, resume: bool, started: float,
+                bag_skips: list[int]) -> dict[str, Any]:
     """The few-label regime: the classical model against the encoder by cross-validation on the labelled
     texts (tfm_cls.train.few_label_choice, one process); the bag of terms ships where it wins,
     else the contrastive fine-tuning and its fitted head, stopped where the time left is what the end
     of the run is measured to need (`train.wall_minutes`)."""
     clock = WallClock(cfg.train.wall_minutes, started, finish_rows=_finish_rows(cfg, splits))
     _measure_end(cfg, model, splits, clock, env.device)
-    choice = cross_validate(cfg, model, splits["train"], data.labels) if not env.distributed else None
+    choice = cross_validate(cfg, model, splits["train"], data.labels, bag_skips) if not env.distributed else None
     extra = {"candidates": {"rule": choice.rule, "chosen": choice.chosen, "front": choice.front}} if choice else None
     if choice is not None and choice.bag is not None:
         model = choice.bag
@@ -273,7 +287,8 @@ def train(
                                      train_windows=cfg.train.window == "random"
                                      or bool(cfg.contrastive.iterations and cfg.inference.chunk))
         if cfg.contrastive.iterations:  # few labelled texts: pairs, then a fitted head (tfm_cls.train.contrastive)
-            return _few_labels(cfg, model, splits, data, run_dir, env, amp, resume, started)
+            return _few_labels(cfg, model, splits, data, run_dir, env, amp, resume, started,
+                               cfg.wide.skip_ids(marker_ids(tokenizer)))
         # the wide branch (tfm_cls.classify.wide_fit): its IDF table and warm start on a fresh run,
         # and the warm start's training offsets, which the task adds to the logits in its loss
         clock = WallClock(cfg.train.wall_minutes, started, finish_rows=_finish_rows(cfg, splits))

@@ -269,6 +269,9 @@ def test_a_tfidf_warm_started_run_exports_and_the_runtime_gives_its_scores(tmp_p
     fitted = loaded.model.wide.weight.detach().clone()
     assert fitted.abs().max() > 0 and (run / OFFSETS_FILE).is_file()
     assert loaded.model.config["wide_weighting"] == "tfidf" and loaded.model.wide.idf.max() > 1.0
+    # the bag does not count the tokenizer's [CLS] / [SEP]: no IDF for them, the export reads the same
+    markers = [loaded.tokenizer.token_to_id(t) for t in ("[CLS]", "[SEP]")]
+    assert loaded.model.config["wide_skip_ids"] == sorted(markers) and loaded.model.wide.idf[markers].max() == 0
     path = export_run(run)
     report = verify(loaded.model, path)
     assert report.ok and report.worst_diff < 1e-4
@@ -323,25 +326,28 @@ def test_wide_options_without_the_branch_are_one_clear_error(overrides, message)
         load_config(ClassifierConfig, None, overrides)
 
 
-def _pair_model(vocab_size=40, buckets=4096, ngrams=2):
+def _pair_model(vocab_size=40, buckets=4096, ngrams=2, skip_ids=()):
     return TransformerClassifier(vocab_size=vocab_size, num_classes=3, d_model=16, nhead=2, num_layers=1,
                                  dim_feedforward=32, max_len=16, wide=True, wide_weighting="tfidf", wide_ngrams=ngrams,
-                                 wide_buckets=buckets)
+                                 wide_buckets=buckets, wide_skip_ids=skip_ids)
 
 
-@pytest.mark.parametrize("ngrams", [2, 3])
-def test_n_gram_bags_are_scikit_learns_sublinear_tfidf_with_hashed_pairs_and_triples(ngrams):
+# skip (1, 2): the texts' markers ([CLS] ... [SEP]) are not counted, so the bag is scikit-learn's over the
+# texts without them: no marker term, no pair or triple across one
+@pytest.mark.parametrize("ngrams, skip", [(2, ()), (3, ()), (2, (1, 2)), (3, (1, 2))])
+def test_n_gram_bags_are_scikit_learns_sublinear_tfidf_with_hashed_pairs_and_triples(ngrams, skip):
     from sklearn.feature_extraction.text import TfidfVectorizer
 
     from tfm_cls.model.wide import PAIR_HASH, TRIPLE_HASH
 
     docs = [[1, 5, 6, 5, 6, 7, 2], [1, 9, 9, 9, 2], [1, 3, 4, 2], [5, 6, 3], [8]]
-    model = _pair_model(ngrams=ngrams)
+    model = _pair_model(ngrams=ngrams, skip_ids=skip)
     split = _split(docs, [0] * len(docs))
     set_idf(model.wide, split)
+    text_terms = [[t for t in d if t not in skip] for d in docs]
     vectorizer = TfidfVectorizer(sublinear_tf=True, analyzer=lambda d: [" ".join(map(str, d[i:i + n]))
                                                                         for n in range(1, ngrams + 1)
-                                                                        for i in range(len(d) - n + 1)]).fit(docs)
+                                                                        for i in range(len(d) - n + 1)]).fit(text_terms)
 
     def row(term):  # a token's row, or its pair's / triple's hash bucket after the vocabulary
         ids = [int(t) for t in term.split()]
@@ -354,7 +360,7 @@ def test_n_gram_bags_are_scikit_learns_sublinear_tfidf_with_hashed_pairs_and_tri
     assert len(set(rows.values())) == len(rows)  # no two terms of these texts share a bucket
     assert any(len(t.split()) == ngrams for t in rows)
     expected = np.zeros((len(docs), model.wide.rows))
-    dense = vectorizer.transform(docs).toarray()
+    dense = vectorizer.transform(text_terms).toarray()
     for term, column in vectorizer.vocabulary_.items():
         expected[:, rows[term]] = dense[:, column]
         assert model.wide.idf[rows[term]].item() == pytest.approx(vectorizer.idf_[column], rel=1e-6)
@@ -366,7 +372,8 @@ def test_n_gram_bags_are_scikit_learns_sublinear_tfidf_with_hashed_pairs_and_tri
     ids = torch.tensor([[1, 5, 6, 5, 6, 7, 2, 0, 0], [8, 0, 0, 0, 0, 0, 0, 0, 0]])
     terms, keep = model.wide.terms(ids, (ids != 0).long())
     assert terms.shape == (2, 17 if ngrams == 2 else 24)
-    assert keep.sum(1).tolist() == ([13, 1] if ngrams == 2 else [18, 1])
+    kept = {(2, ()): 13, (3, ()): 18, (2, (1, 2)): 9, (3, (1, 2)): 12}[ngrams, skip]  # 7 or 5 tokens and their grams
+    assert keep.sum(1).tolist() == [kept, 1]
     assert terms[0, 9] != terms[0, 10]  # (5, 6) then (6, 5)
     logits = model.wide(ids, (ids != 0).long()).detach().numpy()
     table = model.wide.weight.detach().numpy()

@@ -42,6 +42,9 @@ def test_the_bag_wins_the_cross_validation_where_the_words_tell_and_ships_withou
     assert metrics["test"]["accuracy"] > 0.9
     loaded = R.load_run(run)
     assert isinstance(loaded.model, BagOfTermsClassifier)
+    # it counts the texts' words, not the tokenizer's [CLS] / [SEP] (wide.count_special_tokens: false)
+    markers = sorted(loaded.tokenizer.token_to_id(t) for t in ("[CLS]", "[SEP]"))
+    assert loaded.model.config["wide_skip_ids"] == markers and loaded.model.wide.idf[markers].max() == 0
     path = export_run(run)
     assert verify(loaded.model, path).ok
     texts = ["a dog and a cat", "rice soup", "chess golf tennis", ""]

@@ -28,6 +28,9 @@ def test_each_order_is_scored_on_the_librarys_bag_and_a_pair_set_is_skipped(tmp_
     # the same words in every class: tokens alone cannot tell the classes apart, their order can
     assert row["ngrams_1"]["test"] < 0.5 and row["ngrams_2"]["test"] == 1.0 and row["ngrams_3"]["test"] == 1.0
     assert bag_terms.measure(pairs, [2]) is None
+    # as the recipe's bag, it does not count MiniLM's [CLS] / [SEP] unless asked to
+    assert row["skip_ids"] == [101, 102]
+    assert bag_terms.measure(topics, [1], buckets=[4096], count_special_tokens=True)["skip_ids"] == []
     # the scalings at the chosen C: unscaled, it is LinearSVC's own decision, the row's own test score
     scaled = bag_terms.measure(topics, [2], buckets=[4096], scaling=True)["ngrams_2"]
     assert scaled["scaling"]["none"]["test"] == scaled["test"]

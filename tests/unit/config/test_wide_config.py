@@ -63,7 +63,7 @@ def test_old_wide_keys_in_a_file_load_as_the_section_with_one_deprecation_line(t
     assert line.startswith(f"{old}: deprecated keys ") and all(pair in line for pair in RENAMED)
     save_config(load_config(ClassifierConfig, old), tmp_path / "saved.yaml")  # saved: the new keys only
     saved = yaml.safe_load((tmp_path / "saved.yaml").read_text())
-    defaults = {"second_bag_ngrams": 0, "second_bag_buckets": 2**20}  # keys the old names never had
+    defaults = {"second_bag_ngrams": 0, "second_bag_buckets": 2**20, "count_special_tokens": False}  # keys the old names never had
     assert saved["wide"] == {**NEW["wide"], **defaults} and not {"wide", "encoder_length"} & set(saved["model"])
     assert "wide_lr" not in saved["train"]
 
@@ -140,3 +140,13 @@ def test_distill_reads_the_old_wide_keys_and_pretraining_drops_them(tmp_path, ca
         f"{old}: deprecated keys model.wide, model.encoder_length, model.wide_weighting, model.wide_ngrams, "
         "model.wide_buckets, train.wide_lr, train.wide_warm_start, train.wide_loss (no longer read here: remove them)"
     )
+
+
+def test_the_bag_skips_the_tokenizers_markers_unless_asked_to_count_them():
+    markers = [101, 102]
+    assert WideConfig(enabled=True).model_kwargs(markers)["wide_skip_ids"] == markers
+    assert "wide_skip_ids" not in WideConfig(enabled=True, count_special_tokens=True).model_kwargs(markers)
+    assert "wide_skip_ids" not in WideConfig().model_kwargs(markers)  # no branch, nothing to skip
+    assert "wide_skip_ids" not in WideConfig(enabled=True).model_kwargs()  # no tokenizer known yet
+    # the few-label bag reads the same rule without a branch of the model's
+    assert WideConfig().skip_ids(markers) == markers and WideConfig(count_special_tokens=True).skip_ids(markers) == []

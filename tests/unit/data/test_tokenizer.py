@@ -64,3 +64,22 @@ def test_continuation_tokens_are_not_special():
     enc = tok.encode("##o fox")
     assert enc.tokens[:4] == ["[CLS]", "#", "#", "o"]  # ... that raw text cannot produce as such
     assert tok.decode(tok.encode("brown fox").ids) == "brown fox"  # specials skipped, pieces merged
+
+
+def test_marker_ids_are_what_the_template_adds_to_every_text_padding_aside():
+    from tokenizers import Tokenizer, models, pre_tokenizers, processors
+
+    from tfm_cls.data.tokenizer import marker_ids
+
+    tok = train_tokenizer(TEXTS, TokenizerConfig(vocab_size=400, max_length=6, min_frequency=1))
+    assert marker_ids(tok) == [tok.token_to_id("[CLS]"), tok.token_to_id("[SEP]")] == [2, 3]
+    assert set(marker_ids(tok)) <= set(tok.encode("fox").ids)  # padded to 6: [PAD] is not a marker
+    # a RoBERTa-style template (<s> A </s></s> B </s>), its own ids, padded with <pad> = 1
+    roberta = Tokenizer(models.WordLevel({"<s>": 0, "<pad>": 1, "</s>": 2, "fox": 3, "<unk>": 4}, unk_token="<unk>"))
+    roberta.pre_tokenizer = pre_tokenizers.Whitespace()
+    roberta.post_processor = processors.RobertaProcessing(("</s>", 2), ("<s>", 0))
+    roberta.enable_padding(pad_id=1, pad_token="<pad>", length=8)
+    assert marker_ids(roberta) == [0, 2]
+    # no template: nothing to skip
+    bare = Tokenizer(models.WordLevel({"fox": 0, "<unk>": 1}, unk_token="<unk>"))
+    assert marker_ids(bare) == []

@@ -140,6 +140,14 @@ def test_bad_constructor_arguments_are_named():
         TransformerClassifier(**{**TINY, "nhead": 3})
     with pytest.raises(ValueError, match="position_embedding"):
         TransformerClassifier(**{**TINY, "position_embedding": "rotary"})
+    # the bag's skipped ids: token ids of the vocabulary, and only with the branch
+    vocab = TINY["vocab_size"]
+    for bad in ([vocab], [-1], ["[CLS]"], [True], "2"):
+        with pytest.raises(ValueError, match=rf"wide_skip_ids must be a list of token ids below vocab_size \({vocab}\)"):
+            TransformerClassifier(**{**TINY, "wide": True, "wide_skip_ids": bad})
+    with pytest.raises(ValueError, match="wide_skip_ids .* needs wide=True"):
+        TransformerClassifier(**{**TINY, "wide_skip_ids": [2]})
+    assert TransformerClassifier(**{**TINY, "wide": True, "wide_skip_ids": [2, 3]}).wide.skip_ids == (2, 3)
 
 
 def test_bad_inputs_are_named():
