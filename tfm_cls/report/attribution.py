@@ -53,15 +53,17 @@ def integrated_gradients(
 @torch.no_grad()
 def bag_attributions(model: torch.nn.Module, ids: list[int], target: int) -> np.ndarray:
     """Attributions [len(ids)] of a bag-of-terms model (tfm_cls.model.bag): its logit is a sum over
-    the text's terms of weight x share, so each token gets its own term's part and half of each pair
-    it is in; they sum to the logit minus the bias (the empty text's), exactly."""
+    the text's terms of weight x share, so each token gets its own term's part, half of each pair
+    and a third of each triple it is in (a token the bag does not count, [CLS] / [SEP], gets 0); they
+    sum to the logit minus the bias (the empty text's), exactly."""
     branch = model.wide
     input_ids = torch.tensor([ids], dtype=torch.long)  # [1, T]
     terms, keep = branch.terms(input_ids, torch.ones_like(input_ids))  # [1, N]
     parts = (branch.weight[terms[0], target] * branch.shares(terms, keep)[0]).double()  # [N]
     t = len(ids)
     out = parts[:t].clone()  # the tokens themselves
-    if parts.numel() > t:  # pairs (i, i + 1): half to each side
-        out[:-1] += parts[t:] / 2
-        out[1:] += parts[t:] / 2
+    # WideBranch.terms' order: T tokens, then T - 1 pairs (i, i + 1), then T - 2 triples (i, i + 1, i + 2)
+    for order, grams in ((2, parts[t:2 * t - 1]), (3, parts[2 * t - 1:])):
+        for offset in range(order if grams.numel() else 0):
+            out[offset:offset + grams.numel()] += grams / order
     return out.numpy()

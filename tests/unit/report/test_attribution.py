@@ -35,3 +35,23 @@ def test_attributions_sum_to_the_output_change_from_the_baseline(pair):
     assert attributions.sum() == pytest.approx(output(1.0) - output(0.0), abs=2e-2)
     assert not model.training  # left in eval mode, weights untouched
     assert all(p.grad is None for p in model.parameters())
+
+
+@pytest.mark.parametrize("ngrams", [1, 2, 3])
+def test_a_bags_attributions_sum_to_its_logit_and_a_skipped_marker_gets_none(ngrams):
+    from tfm_cls.model import BagOfTermsClassifier
+    from tfm_cls.report.attribution import bag_attributions
+
+    bag = BagOfTermsClassifier(40, 3, 0, 16, "tfidf", ngrams, 1024, wide_skip_ids=[2, 3])
+    with torch.no_grad():
+        bag.wide.weight.normal_(generator=torch.Generator().manual_seed(0))
+        bag.bias.fill_(0.5)
+    ids = [2, 7, 11, 7, 30, 3]  # [CLS] ... [SEP]
+    attributions = bag_attributions(bag, ids, 1)
+    with torch.no_grad():
+        logit = float(bag(torch.tensor([ids]))[0, 1] - bag.bias[1])
+        alone = float(bag(torch.tensor([[7]]))[0, 1] - bag.bias[1])
+    assert attributions.shape == (len(ids),) and attributions.sum() == pytest.approx(logit, abs=1e-6)
+    assert attributions[0] == attributions[-1] == 0.0 and (attributions[1:-1] != 0).all()
+    # a one-token text: no pair, no triple
+    assert bag_attributions(bag, [7], 1).sum() == pytest.approx(alone, abs=1e-6)
