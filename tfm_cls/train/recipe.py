@@ -140,6 +140,7 @@ def build_model_and_tokenizer(
             length = D.on_main(env, auto_max_length, tokenizer, data.splits["train"]["text"], cfg.tokenizer,
                                token_limit(model.config))
         tokenizer = configure_truncation(tokenizer, length)
+        model = _bag_of_text_terms(model, cfg.wide.skip_ids(marker_ids(tokenizer)))
     else:
         texts = _vocabulary_texts(data)
         if cfg.tokenizer.extend_vocab:
@@ -153,10 +154,9 @@ def build_model_and_tokenizer(
         model_kwargs = dataclasses.replace(cfg.model, max_len=max_len).model_kwargs()
         model = R.build_model(
             dict(vocab_size=tokenizer.get_vocab_size(), num_classes=num_classes, pad_token_id=PAD_ID,
-                 **model_kwargs, **cfg.wide.model_kwargs(), **segment_kwargs(cfg))
+                 **model_kwargs, **cfg.wide.model_kwargs(marker_ids(tokenizer)), **segment_kwargs(cfg))
         )
     if not resume:
-        model = _bag_of_text_terms(model, cfg.wide.skip_ids(marker_ids(tokenizer)))
         head_for(cfg).start_output(model, data.splits["train"]["label"])
     max_length, max_len = max_length_of(tokenizer), model.config["max_len"]
     if max_length > (token_limit(model.config) or max_length):
@@ -172,9 +172,10 @@ def build_model_and_tokenizer(
 
 
 def _bag_of_text_terms(model: nn.Module, skip_ids: list[int]) -> nn.Module:
-    """The model with its wide branch (if any) not counting `skip_ids` (`wide.count_special_tokens`):
-    rebuilt from its config with `wide_skip_ids`, its weights kept (the branch is fitted later). A
-    pretrained checkpoint is loaded before its tokenizer is known, so every path builds, then this."""
+    """A pretrained model with its wide branch (if any) not counting `skip_ids` (`wide.count_special_tokens`):
+    rebuilt from its config with `wide_skip_ids`, its weights kept (the branch is fitted later). The
+    checkpoint is loaded before its tokenizer is known; a model built for a trained tokenizer gets the
+    ids at once (WideConfig.model_kwargs)."""
     if not model.config.get("wide") or not skip_ids:
         return model
     rebuilt = R.build_model({**model.config, "wide_skip_ids": skip_ids})

@@ -682,3 +682,23 @@ def test_a_warm_started_model_at_step_0_is_scored_as_its_bag_and_its_own_cost_is
         model.head.weight.add_(0.5)
     task.evaluate()
     assert task.eval_cost is None and not np.array_equal(task.last_validation[1], bag_logits)
+
+
+def test_a_pretrained_models_branch_is_rebuilt_not_to_count_the_tokenizers_markers():
+    from tfm_cls.train.recipe import _bag_of_text_terms
+
+    model = _pair_model()
+    with torch.no_grad():
+        model.wide.weight.normal_(generator=torch.Generator().manual_seed(0))
+    rebuilt = _bag_of_text_terms(model, [1, 2])
+    assert rebuilt.config == {**model.config, "wide_skip_ids": [1, 2]} and rebuilt.wide.skip_ids == (1, 2)
+    for key, value in model.state_dict().items():  # the checkpoint's weights kept, every one
+        assert torch.equal(rebuilt.state_dict()[key], value), key
+    # the encoder reads the same; the branch no longer counts the markers' terms
+    ids = torch.tensor([[1, 5, 6, 2]])
+    model.eval(), rebuilt.eval()
+    assert torch.equal(model.features(ids), rebuilt.features(ids))
+    assert rebuilt.wide.terms(ids)[1].tolist() == [[False, True, True, False, False, True, False]]
+    assert _bag_of_text_terms(model, []) is model  # wide.count_special_tokens: true
+    plain = TransformerClassifier(vocab_size=40, num_classes=3, d_model=16, nhead=2, num_layers=1, dim_feedforward=32)
+    assert _bag_of_text_terms(plain, [1, 2]) is plain  # no branch: nothing to rebuild
