@@ -35,6 +35,7 @@ from tfm_cls.io import read_json
 from tfm_cls.model.bag import ARCHITECTURE as BAG_ARCHITECTURE
 from tfm_cls.model.classifier import describe_config
 from tfm_cls.report.attribution import integrated_gradients
+from tfm_cls.report.attribution import method as attribution_method
 from tfm_cls.report.label_errors import label_set_errors, likely_label_errors, value_errors
 from tfm_cls.runtime.heads import softmax
 
@@ -305,8 +306,7 @@ def collect(run_dir: str | Path, data: str | None = None, split: str = "test",
     right = [i for i in order[::-1] if ex["correct"][i]][:EXAMPLES]
     content["errors"] = {"wrong": _examples(run, kind, np.asarray(wrong, dtype=np.int64), ex, labels),
                          "unsure": _examples(run, kind, np.asarray(right, dtype=np.int64), ex, labels),
-                         "method": "integrated gradients (24 steps from a zero token-embedding baseline) through "
-                                   "the PyTorch model"}
+                         "method": attribution_method(run.model)}
     max_length = int(run.tokenizer.truncation["max_length"]) if run.tokenizer.truncation else int(run.model.config["max_len"])
     content["lengths"] = {"max_length": max_length, "chunk": policy.chunk,
                           "buckets": _length_buckets(_lengths(run, texts, pairs), max_length, ex["correct"],

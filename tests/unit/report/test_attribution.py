@@ -55,3 +55,12 @@ def test_a_bags_attributions_sum_to_its_logit_and_a_skipped_marker_gets_none(ngr
     assert attributions[0] == attributions[-1] == 0.0 and (attributions[1:-1] != 0).all()
     # a one-token text: no pair, no triple
     assert bag_attributions(bag, [7], 1).sum() == pytest.approx(alone, abs=1e-6)
+
+
+def test_the_page_names_how_each_model_is_attributed():
+    from tfm_cls.model import BagOfTermsClassifier
+    from tfm_cls.report.attribution import method
+
+    encoder = TransformerClassifier(vocab_size=40, num_classes=3, d_model=16, nhead=2, num_layers=1, dim_feedforward=32)
+    assert method(encoder).startswith("integrated gradients")
+    assert "exact" in method(BagOfTermsClassifier(40, 3)) and "integrated" not in method(BagOfTermsClassifier(40, 3))
