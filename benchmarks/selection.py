@@ -54,7 +54,7 @@ def train_run(data: Path, run: Path, minutes: float, threads: int, extra: list[s
         return json.loads(timing.read_text())
     env = {**os.environ, "OMP_NUM_THREADS": str(threads)}
     command = [sys.executable, "-m", "tfm_cls.cli", "train", "--data", str(data), "--minutes", f"{minutes:g}",
-               f"run_dir={run}", f"train.num_threads={threads}", "--overwrite", *extra]
+               f"run_dir={run}", f"train.num_threads={threads}", *extra, "--overwrite"]
     logger.info("%s", " ".join(command))
     started = time.monotonic()
     done = subprocess.run(command, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)

@@ -69,3 +69,16 @@ def test_runs_and_data_must_pair_up(runs, capsys):
     with pytest.raises(SystemExit):
         selection.main(["--runs", str(folder / "wide"), "--data", str(data), str(data)])
     assert "--runs: one run directory per --data folder" in capsys.readouterr().err
+
+
+def test_extra_overrides_reach_the_training_command_line(tmp_path, monkeypatch):
+    import subprocess
+    from types import SimpleNamespace
+
+    from tfm_cls.cli.entry import build_parser
+
+    seen = []
+    monkeypatch.setattr(subprocess, "run", lambda command, **_: seen.append(command) or SimpleNamespace(returncode=0))
+    selection.train_run(tmp_path / "data", tmp_path / "run", 5, 1, ["wide.count_special_tokens=true"])
+    parsed = build_parser().parse_args(seen[0][3:])  # after `python -m tfm_cls.cli`
+    assert "wide.count_special_tokens=true" in parsed.overrides and parsed.overwrite
