@@ -262,7 +262,10 @@ def load_run(run_dir: str | Path, device: str | torch.device = "cpu", candidate:
     if not isinstance(labels, list) or not all(isinstance(x, str) for x in labels):
         raise RunDirError(f"{run_dir / LABELS_FILE}: expected a JSON list of class names")
     folder = candidate_folder(run_dir, candidate)
-    model = build_model(read_json(folder / MODEL_CONFIG_FILE))
+    try:
+        model = build_model(read_json(folder / MODEL_CONFIG_FILE))
+    except (TypeError, ValueError) as err:  # a hand-edited config: an unknown key, a bad value
+        raise RunDirError(f"{folder / MODEL_CONFIG_FILE}: {err}") from err
     load_weights(model, folder / WEIGHTS_FILE)
     model.to(device).eval()
     tokenizer = load_tokenizer(run_dir / TOKENIZER_FILE)

@@ -131,3 +131,16 @@ def test_textclassifier_report_writes_the_page_on_the_texts_given(tmp_path):
 
     assert page.count("<section") == len(SECTIONS)
     assert "60 training examples" in page  # the baseline and the label errors saw the training texts
+
+
+def test_a_hand_edited_model_config_is_one_error_naming_the_file(report_runs, tmp_path, capsys):
+    run = tmp_path / "run"
+    shutil.copytree(report_runs["wide"], run)
+    config = json.loads((run / "model_config.json").read_text())
+    (run / "model_config.json").write_text(json.dumps({**config, "wide_skip_ids": [10**6]}))
+    assert main(["export", "--run", str(run), "--output", str(tmp_path / "model.onnx")]) == 2
+    line = _one_error(capsys)
+    assert "model_config.json: TransformerClassifier: wide_skip_ids must be a list of token ids" in line
+    (run / "model_config.json").write_text(json.dumps({**config, "d_modle": 8}))  # a misspelt key
+    assert main(["export", "--run", str(run), "--output", str(tmp_path / "model.onnx")]) == 2
+    assert "model_config.json" in _one_error(capsys) and not (tmp_path / "model.onnx").exists()
