@@ -46,6 +46,7 @@ from tfm_cls.classify.wide_fit import (
     set_idf,
     softmax_scaling,
 )
+from tfm_cls.config import WideConfig
 from tfm_cls.data.tokenized import TokenizedSplit
 from tfm_cls.data.tokenizer import marker_ids
 from tfm_cls.model.wide import BUCKETS, WideBranch
@@ -113,7 +114,7 @@ def measure(folder: Path, orders: list[int], buckets: list[int] | None = None, s
     train, val, test = (_tokenized(tokenizer, t, y) for t, y in splits)
     classes = int(max(train_y.max(), val_y.max(), test_y.max())) + 1
     one_hot = torch.nn.functional.one_hot(torch.as_tensor(train_y, dtype=torch.int64), classes).float()
-    skip_ids = [] if count_special_tokens else marker_ids(tokenizer)
+    skip_ids = WideConfig(count_special_tokens=count_special_tokens).skip_ids(marker_ids(tokenizer))  # the recipe's rule
     row: dict[str, Any] = {"set": folder.name, "train": len(train_y), "validation": len(val_y), "test": len(test_y),
                            "vocab_size": tokenizer.get_vocab_size(), "buckets": dict(zip(map(str, orders), buckets)),
                            "skip_ids": skip_ids}

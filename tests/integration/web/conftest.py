@@ -42,13 +42,14 @@ def bag_models(folder):
     from tfm_cls.export.quantize import quantize_model
 
     from tfm_cls.config import TokenizerConfig
-    from tfm_cls.data.tokenizer import train_tokenizer
+    from tfm_cls.data.tokenizer import marker_ids, train_tokenizer
     from tfm_cls.model import BagOfTermsClassifier
 
     tok = train_tokenizer(K.TEXTS, TokenizerConfig(vocab_size=100, min_frequency=1, max_length=K.MAX_LENGTH))
     torch.manual_seed(5)
+    # as runs ship it: [CLS] / [SEP] not counted (one more comparison in the graph's keep mask)
     bag = BagOfTermsClassifier(tok.get_vocab_size(), len(K.LABELS), 0, max_len=K.MAX_LENGTH, wide_weighting="tfidf",
-                               wide_ngrams=2, wide_buckets=512).eval()
+                               wide_ngrams=2, wide_buckets=512, wide_skip_ids=marker_ids(tok)).eval()
     with torch.no_grad():
         bag.wide.weight.normal_()
         idf = 1.0 + 3.0 * torch.rand(bag.wide.rows)
