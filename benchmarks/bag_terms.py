@@ -24,6 +24,9 @@ its paired standard error. What the run's choice (tfm_cls.classify.candidates) c
 `--buckets` takes one value, or one for each order (the recipe's: pairs in 2^18 rows, triples in 2^20).
 The bag does not count the tokenizer's [CLS] / [SEP], as the recipe's (`wide.count_special_tokens: false`);
 `--count-special-tokens` counts them, as runs did before the key (rows say which).
+An order written with a `c` (`--ngrams 2 2c`) is that bag with its character view too (each token's
+character 2-5-grams, `wide.char_grams`, the recipe's where the tokens are word pieces), so
+`--ngrams 2 2c --out-of-fold` measures the view's lead and its paired standard error.
 """
 
 from __future__ import annotations
@@ -47,6 +50,7 @@ from tfm_cls.classify.wide_fit import (
     softmax_scaling,
 )
 from tfm_cls.config import WideConfig
+from tfm_cls.data.char_grams import char_gram_table
 from tfm_cls.data.tokenized import TokenizedSplit
 from tfm_cls.data.tokenizer import marker_ids
 from tfm_cls.model.wide import BUCKETS, WideBranch
@@ -99,11 +103,12 @@ def _lead(last: np.ndarray, first: np.ndarray) -> dict[str, float]:
     return {"lead": float(d.mean()), "se": float(d.std(ddof=1) / np.sqrt(len(d))), "texts": len(d)}
 
 
-def measure(folder: Path, orders: list[int], buckets: list[int] | None = None, scaling: bool = False,
+def measure(folder: Path, orders: list[str], buckets: list[int] | None = None, scaling: bool = False,
             out_of_fold: bool = False, count_special_tokens: bool = False) -> dict[str, Any] | None:
     """Each order's best C on validation, its validation and test accuracy, fit seconds (the grid); with
     `scaling`, the scalings' accuracies at that C (`_scalings`); with `out_of_fold`, the training texts'
     out-of-fold accuracy at that C and the last order's lead over the first (`_lead`)."""
+    orders = [str(order) for order in orders]
     buckets = buckets or [BUCKETS]
     buckets = buckets * len(orders) if len(buckets) == 1 else buckets
     splits = single_label_splits(folder)
@@ -118,9 +123,13 @@ def measure(folder: Path, orders: list[int], buckets: list[int] | None = None, s
     row: dict[str, Any] = {"set": folder.name, "train": len(train_y), "validation": len(val_y), "test": len(test_y),
                            "vocab_size": tokenizer.get_vocab_size(), "buckets": dict(zip(map(str, orders), buckets)),
                            "skip_ids": skip_ids}
-    right: dict[int, dict[str, np.ndarray]] = {}
+    right: dict[str, dict[str, np.ndarray]] = {}
     for n, rows in zip(orders, buckets):
-        branch = WideBranch(tokenizer.get_vocab_size(), classes, 0, "tfidf", n, rows, skip_ids)
+        chars = char_gram_table(tokenizer, skip_ids=skip_ids) if n.endswith("c") else None
+        branch = WideBranch(tokenizer.get_vocab_size(), classes, 0, "tfidf", int(n.rstrip("c")), rows, skip_ids,
+                            *((chars[1], chars[0].shape[1]) if chars else ()))
+        if chars:
+            branch.set_char_grams(torch.from_numpy(chars[0]))
         started = time.perf_counter()
         set_idf(branch, train)
         x_train, x_val, x_test = (bag_matrix(branch, s) for s in (train, val, test))
@@ -149,7 +158,7 @@ def measure(folder: Path, orders: list[int], buckets: list[int] | None = None, s
     return row
 
 
-def table(rows: list[dict[str, Any]], orders: list[int]) -> str:
+def table(rows: list[dict[str, Any]], orders: list[str]) -> str:
     head = " | ".join(f"ngrams {n}: C, validation / test" for n in orders)
     lines = [f"| set | train | {head} | {orders[-1]} - {orders[0]} (test) |", "|---|---:|" + "---|" * len(orders) + "---:|"]
     diffs = []
@@ -184,7 +193,8 @@ def table(rows: list[dict[str, Any]], orders: list[int]) -> str:
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--data", nargs="+", required=True, help="data folders (train.jsonl, test.jsonl, ...)")
-    parser.add_argument("--ngrams", nargs="+", type=int, default=[2, 3], help="orders compared (1, 2, 3)")
+    parser.add_argument("--ngrams", nargs="+", default=["2", "3"],
+                        help="orders compared (1, 2, 3; with a c, e.g. 2c: also each token's character grams)")
     parser.add_argument("--buckets", type=int, nargs="+", default=[BUCKETS],
                         help="rows the pairs (and triples) are hashed into: one value, or one for each order")
     parser.add_argument("--scaling", action="store_true",
@@ -196,6 +206,9 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--count-special-tokens", action="store_true",
                         help="the bag also counts the tokenizer's [CLS] / [SEP] (runs before wide.count_special_tokens)")
     args = parser.parse_args(argv)
+    for order in args.ngrams:
+        if order.rstrip("c") not in ("1", "2", "3") or order.count("c") > 1:
+            parser.error(f"--ngrams: 1, 2 or 3, each with an optional c (the character view), got {order!r}")
     if len(args.buckets) not in (1, len(args.ngrams)):
         parser.error(f"--buckets: one value or one for each of the {len(args.ngrams)} orders, got {len(args.buckets)}")
     torch.set_num_threads(1)

@@ -92,6 +92,12 @@ class WideConfig:
     text's own terms, as a TF-IDF vectorizer's does (the model's config records the ids it skips,
     `wide_skip_ids`); with few labels the bag candidate reads the same. Runs before the key counted
     them (docs/recipe.md, "The bag's terms")."""
+    char_grams: bool = False
+    """Each token also counts the character 2-5-grams of its own text (its word piece, a space where a
+    word starts), a second bag normalised on its own beside the tokens' (tfm_cls.data.char_grams):
+    the character n-gram view of the classical word + char_wb model, in the graph from the ids
+    alone (a table of each token's grams, saved with the weights). The recipe asks for it where the
+    tokens are word pieces (docs/recipe.md, "The bag's character view")."""
     lr: float | None = None
     """Learning rate of the branch (None: `train.head_lr`, else `train.lr`); unused with
     `warm_start`, which keeps the branch as fitted."""
@@ -111,6 +117,7 @@ class WideConfig:
         _require(1 <= self.second_bag_buckets <= 2**31,
                  f"wide.second_bag_buckets: expected 1 to 2^31, got {self.second_bag_buckets}")
         _require(self.lr is None or self.lr > 0, f"wide.lr: expected > 0, got {self.lr}")
+        _require(self.enabled or not self.char_grams, f"wide.char_grams: {needs}")
         _require(self.enabled or not self.warm_start, f"wide.warm_start fits the bag-of-tokens branch: it {needs}")
         _require(self.loss == "head" or self.warm_start,
                  f"wide.loss={self.loss} is a loss of the warm start's fit: it needs wide.warm_start: true")

@@ -34,6 +34,7 @@ from tfm_cls.classify.finish import finish_run
 from tfm_cls.classify.heads import DISTILLABLE, Head, check_loss_weights, head_for
 from tfm_cls.classify.task import ClassificationTask, segment_kwargs
 from tfm_cls.config import ModelConfig, save_config
+from tfm_cls.data.char_grams import branch_terms
 from tfm_cls.data.sources import load_data
 from tfm_cls.data.tokenized import TokenizedSplit, tokenize_dataset, tokenize_splits
 from tfm_cls.data.tokenizer import (
@@ -43,7 +44,6 @@ from tfm_cls.data.tokenizer import (
     configure_truncation,
     load_tokenizer,
     long_text_of,
-    marker_ids,
     max_length_of,
     resolved_lengths,
     save_tokenizer,
@@ -233,11 +233,14 @@ def build_student(cfg: DistillConfig, tokenizer: Tokenizer, num_classes: int, te
         source = teacher.source_run(f"student.layers={cfg.student.layers}")
         logger.info("student: teacher layers %s of %s, with its embeddings and head", layers, source.model_config["num_layers"])
         return cut_student(source.model_config, source.state_dict(), layers)
+    entries, char_table = branch_terms(cfg.wide, tokenizer, tokenizer.get_vocab_size())
     model = R.build_model(dict(
         vocab_size=tokenizer.get_vocab_size(), num_classes=num_classes, pad_token_id=pad_id, **cfg.model.model_kwargs(),
-        **cfg.wide.model_kwargs(marker_ids(tokenizer)),
+        **cfg.wide.model_kwargs(), **entries,
         **segment_kwargs(cfg),
     ))
+    if char_table is not None:
+        model.wide.set_char_grams(char_table)
     init_from = cfg.student.embedding_init
     if init_from != "random":
         started = time.perf_counter()

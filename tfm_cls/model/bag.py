@@ -33,7 +33,8 @@ class BagOfTermsClassifier(nn.Module):
     def __init__(self, vocab_size: int, num_classes: int, pad_token_id: int | None = 0, max_len: int = 512,
                  wide_weighting: str = "tfidf", wide_ngrams: int = 2, wide_buckets: int = BUCKETS,
                  architecture: str = ARCHITECTURE, wide: bool = True, type_vocab_size: int = 0,
-                 wide_skip_ids: list[int] | tuple[int, ...] = ()) -> None:
+                 wide_skip_ids: list[int] | tuple[int, ...] = (), wide_char_rows: int = 0,
+                 wide_char_slots: int = 0) -> None:
         super().__init__()
         if architecture != ARCHITECTURE or not wide or type_vocab_size:
             raise ValueError(f"BagOfTermsClassifier: a config of architecture {ARCHITECTURE!r} with wide=true and "
@@ -47,11 +48,14 @@ class BagOfTermsClassifier(nn.Module):
             max_len=max_len, wide=True, wide_weighting=wide_weighting, wide_ngrams=wide_ngrams,
             wide_buckets=wide_buckets, type_vocab_size=0,
         )
-        if wide_skip_ids:  # recorded only when set: configs written before the key load unchanged
+        # recorded only when set: configs written before the keys load unchanged
+        if wide_skip_ids:
             self.config["wide_skip_ids"] = list(wide_skip_ids)
+        if wide_char_rows or wide_char_slots:
+            self.config.update(wide_char_rows=wide_char_rows, wide_char_slots=wide_char_slots)
         check_config(self.config)
         self.wide = WideBranch(vocab_size, num_classes, pad_token_id, wide_weighting, wide_ngrams, wide_buckets,
-                               wide_skip_ids)
+                               wide_skip_ids, wide_char_rows, wide_char_slots)
         self.bias = nn.Parameter(torch.zeros(num_classes))  # [C]
 
     @classmethod
@@ -64,7 +68,8 @@ class BagOfTermsClassifier(nn.Module):
         if branch is None:
             raise ValueError("the model has no wide branch to keep")
         bag = cls(config["vocab_size"], config["num_classes"], config.get("pad_token_id"), max_len,
-                  branch.weighting, branch.ngrams, branch.buckets or BUCKETS, wide_skip_ids=branch.skip_ids)
+                  branch.weighting, branch.ngrams, branch.buckets or BUCKETS, wide_skip_ids=branch.skip_ids,
+                  wide_char_rows=branch.char_rows, wide_char_slots=branch.char_slots)
         bag.wide.load_state_dict(branch.state_dict())
         with torch.no_grad():
             bag.bias.copy_(model.head.bias.detach() if bias is None else bias.to(bag.bias))

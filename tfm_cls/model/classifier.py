@@ -98,6 +98,8 @@ class TransformerClassifier(nn.Module):
         wide_ngrams: int = 1,
         wide_buckets: int = BUCKETS,
         wide_skip_ids: list[int] | tuple[int, ...] = (),
+        wide_char_rows: int = 0,
+        wide_char_slots: int = 0,
         normalize: bool = False,
     ) -> None:
         super().__init__()
@@ -110,7 +112,7 @@ class TransformerClassifier(nn.Module):
         )
         # the wide branch's keys, recorded only when not their defaults (tfm_cls.model.wide)
         self.config.update(config_entries(wide, encoder_length, wide_weighting, wide_ngrams, wide_buckets,
-                                          wide_skip_ids))
+                                          wide_skip_ids, wide_char_rows, wide_char_slots))
         if normalize:  # recorded only when on: configs written before the option load unchanged
             self.config["normalize"] = True
         self.normalize = normalize

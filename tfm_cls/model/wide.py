@@ -14,10 +14,18 @@ side's: tfm_cls.classify.wide_fit.
 
 The model's config (model_config.json) records the branch flat, as TransformerClassifier's
 arguments: `wide`, `wide_weighting`, `wide_ngrams`, `wide_buckets`, `encoder_length`,
-`wide_skip_ids` (tokens the bag does not count: the tokenizer's markers), each only
-when not its default (`config_entries`), so the configs of models without it stay as they were.
-Its state-dict keys are `wide.weight` and `wide.idf`; weights saved before the branch was a
+`wide_skip_ids` (tokens the bag does not count: the tokenizer's markers), `wide_char_rows` /
+`wide_char_slots` (the character view, below), each only when not its default (`config_entries`),
+so the configs of models without it stay as they were. Its state-dict keys are `wide.weight`,
+`wide.idf` and, with the character view, `wide.char_grams`; weights saved before the branch was a
 module of its own hold the IDF table as `wide_idf` and load through `upgrade_state_dict`.
+
+The character view (`char_rows` > 0): each token also counts the character 2-5-grams of its own
+text (its word piece, a space where a word starts: scikit-learn's `char_wb` n-grams within a
+piece), read from `char_grams` [vocab, char_slots], a table of gram rows made from the tokenizer's
+vocabulary (tfm_cls.data.char_grams) and saved with the weights, so the graph needs only the ids.
+The grams are a second bag, L2-normalised on its own beside the tokens' (a FeatureUnion of two
+TF-IDF views), their weights in the last `char_rows` rows of `weight`.
 """
 
 from __future__ import annotations
@@ -58,7 +66,8 @@ class WideBranch(nn.Module):
     """
 
     def __init__(self, vocab_size: int, num_classes: int, pad_token_id: int | None = None, weighting: str = "count",
-                 ngrams: int = 1, buckets: int = BUCKETS, skip_ids: Sequence[int] = ()) -> None:
+                 ngrams: int = 1, buckets: int = BUCKETS, skip_ids: Sequence[int] = (), char_rows: int = 0,
+                 char_slots: int = 0) -> None:
         super().__init__()
         self.vocab_size, self.weighting, self.ngrams = vocab_size, weighting, ngrams
         # `skip_ids`: tokens the bag does not count, as padding (the tokenizer's [CLS] and [SEP]: the
@@ -66,7 +75,12 @@ class WideBranch(nn.Module):
         self.skip_ids = tuple(int(i) for i in skip_ids)
         self.register_buffer("skip", torch.tensor(self.skip_ids, dtype=torch.int64), persistent=False)  # [S]
         self.buckets = buckets if ngrams >= 2 else 0
-        self.rows = vocab_size + self.buckets
+        # the character view's rows come last: terms at or past `char_start` are grams
+        self.char_rows, self.char_slots = (char_rows, char_slots) if char_rows else (0, 0)
+        self.char_start = vocab_size + self.buckets
+        self.rows = self.char_start + self.char_rows
+        if self.char_rows:  # each token's gram rows (from char_start), -1 past its last: set by set_char_grams
+            self.register_buffer("char_grams", torch.full((vocab_size, self.char_slots), -1, dtype=torch.int32))
         self.padding_idx = pad_token_id
         self.lr: float | None = None
         self.weight = nn.Parameter(torch.empty(self.rows, num_classes))  # [rows, C]
@@ -86,7 +100,7 @@ class WideBranch(nn.Module):
             return None
         return cls(config["vocab_size"], config["num_classes"], config.get("pad_token_id"),
                    config.get("wide_weighting", "count"), config.get("wide_ngrams", 1), config.get("wide_buckets", 0),
-                   config.get("wide_skip_ids", ()))
+                   config.get("wide_skip_ids", ()), config.get("wide_char_rows", 0), config.get("wide_char_slots", 0))
 
     def forward(self, input_ids: Tensor, attention_mask: Tensor | None = None) -> Tensor:
         """input_ids [B, T] -> [B, C]: the sum over the text's terms (`terms`) of each term's class
@@ -102,7 +116,20 @@ class WideBranch(nn.Module):
         tokens, hashed into one of `buckets` rows after the vocabulary's (N = 2T - 1): the word
         bigrams of a TF-IDF n-gram model, in fastText's hashed form; with ngrams=3 also each triple
         of adjacent tokens, hashed into the same rows (N = 3T - 3). A pair or triple is kept when
-        each of its tokens is: none spans a skipped token."""
+        each of its tokens is: none spans a skipped token. With the character view, each token's
+        `char_slots` gram rows follow (N += T x char_slots; kept where the token is and the slot holds
+        a gram)."""
+        terms, keep = self._word_terms(input_ids, attention_mask)
+        if not self.char_rows:
+            return terms, keep
+        grams = self.char_grams[input_ids].long()  # [B, T, K] (stored as int32: half the file)
+        grams_kept = keep[:, : input_ids.shape[1]].unsqueeze(-1) & (grams >= 0)  # [B, T, K]
+        grams = torch.where(grams_kept, grams + self.char_start, torch.zeros_like(grams))  # [B, T, K]
+        return (torch.cat([terms, grams.flatten(1)], dim=1),  # [B, N + T*K]
+                torch.cat([keep, grams_kept.flatten(1)], dim=1))
+
+    def _word_terms(self, input_ids: Tensor, attention_mask: Tensor | None = None) -> tuple[Tensor, Tensor]:
+        """`terms` without the character view: tokens, then pairs, then triples."""
         keep = torch.ones_like(input_ids, dtype=torch.bool) if attention_mask is None else attention_mask != 0
         if self.skip_ids:
             keep = keep & (input_ids.unsqueeze(-1) != self.skip).all(dim=-1)  # [B, T]
@@ -126,14 +153,33 @@ class WideBranch(nn.Module):
         value. The term frequencies are counted on the row's sorted terms (`term_counts`): a table
         the size of the text, where a scatter into a [B, rows] table cleared 2^18 + vocabulary
         floats a text (the bag-of-terms model's cost on short texts), and comparing every position
-        with every other cost 40x more at 1,000 tokens."""
+        with every other cost 40x more at 1,000 tokens. With the character view its grams are
+        normalised on their own (a second bag beside the tokens')."""
         keep_f = keep.to(self.weight.dtype)  # [B, N]
         if self.weighting == "count":
             return keep_f / keep_f.sum(dim=1, keepdim=True).clamp_min(1.0).sqrt()
         tf = term_counts(terms, keep).to(keep_f.dtype).clamp_min(1.0)  # [B, N] this position's term count
         value = (1.0 + torch.log(tf)) * self.idf[terms] * keep_f  # [B, N] the term's value
-        norm = (value * value / tf).sum(dim=1, keepdim=True).sqrt().clamp_min(1e-12)  # [B, 1] the bag's L2 norm
+        squares = value * value / tf  # [B, N] each position's part of its bag's squared norm
+        if not self.char_rows:
+            norm = squares.sum(dim=1, keepdim=True).sqrt().clamp_min(1e-12)  # [B, 1] the bag's L2 norm
+            return value / tf / norm  # [B, N]
+        gram = terms >= self.char_start  # [B, N] a position of the character view
+        words = torch.where(gram, torch.zeros_like(squares), squares).sum(dim=1, keepdim=True)  # [B, 1]
+        grams = torch.where(gram, squares, torch.zeros_like(squares)).sum(dim=1, keepdim=True)  # [B, 1]
+        norm = torch.where(gram, grams, words).sqrt().clamp_min(1e-12)  # [B, N] each position's bag's norm
         return value / tf / norm  # [B, N]
+
+    @torch.no_grad()
+    def set_char_grams(self, table: Tensor) -> None:
+        """The character view's table, [vocab_size, char_slots] integer gram rows in 0..char_rows-1, -1
+        for none (tfm_cls.data.char_grams.char_gram_table)."""
+        if not self.char_rows or tuple(table.shape) != tuple(self.char_grams.shape):
+            raise ValueError(f"WideBranch: a character table of shape {list(self.char_grams.shape) if self.char_rows else None}"
+                             f" expected, got {list(table.shape)}")
+        if int(table.max()) >= self.char_rows or int(table.min()) < -1:
+            raise ValueError(f"WideBranch: character gram rows must be -1 or 0..{self.char_rows - 1}")
+        self.char_grams.copy_(table.to(self.char_grams.dtype))
 
     @torch.no_grad()
     def set_idf(self, idf: Tensor) -> None:
@@ -146,6 +192,8 @@ class WideBranch(nn.Module):
     def extra_repr(self) -> str:
         pairs = f", {GRAM_NAMES[self.ngrams]} in {self.buckets} buckets" if self.ngrams in GRAM_NAMES else ""
         skipped = f", not counting ids {list(self.skip_ids)}" if self.skip_ids else ""
+        if self.char_rows:
+            skipped += f", each token's character 2-5-grams ({self.char_rows} rows)"
         return f"{self.vocab_size} tokens{pairs}{skipped}, {self.weight.shape[1]} classes, {self.weighting}"
 
 
@@ -164,7 +212,8 @@ def term_counts(terms: Tensor, keep: Tensor) -> Tensor:
 
 
 def config_entries(wide: bool = False, encoder_length: int | None = None, weighting: str = "count", ngrams: int = 1,
-                   buckets: int = BUCKETS, skip_ids: Sequence[int] = ()) -> dict[str, Any]:
+                   buckets: int = BUCKETS, skip_ids: Sequence[int] = (), char_rows: int = 0,
+                   char_slots: int = 0) -> dict[str, Any]:
     """The branch's keys of a classifier's config, each only when it is not its default (so the
     configs of models without it stay as they were), in the order models have always saved them."""
     entries: dict[str, Any] = {"wide": True} if wide else {}
@@ -177,6 +226,8 @@ def config_entries(wide: bool = False, encoder_length: int | None = None, weight
         entries["wide_buckets"] = int(buckets)
     if skip_ids:
         entries["wide_skip_ids"] = list(skip_ids)
+    if char_rows:
+        entries.update(wide_char_rows=int(char_rows), wide_char_slots=int(char_slots))
     return entries
 
 
@@ -200,6 +251,11 @@ def check_config(config: Mapping[str, Any]) -> None:
             and all(isinstance(i, int) and not isinstance(i, bool) and 0 <= i < int(config["vocab_size"]) for i in skip)):
         raise ValueError("TransformerClassifier: wide_skip_ids must be a list of token ids below vocab_size "
                          f"({config['vocab_size']}) (and needs wide=True), got {skip!r}")
+    rows, slots = config.get("wide_char_rows", 0), config.get("wide_char_slots", 0)
+    if not all(isinstance(v, int) and not isinstance(v, bool) for v in (rows, slots)) or (
+            (rows or slots) and not (config.get("wide") and rows >= 1 and slots >= 1)):
+        raise ValueError("TransformerClassifier: wide_char_rows and wide_char_slots must be positive integers together "
+                         f"(and need wide=True), got {rows!r} and {slots!r}")
     length = config.get("encoder_length")
     if length is not None and not (config.get("wide") and 2 <= int(length) <= int(config["max_len"])):
         raise ValueError(

@@ -62,7 +62,8 @@ def integrated_gradients(
 def bag_attributions(model: torch.nn.Module, ids: list[int], target: int) -> np.ndarray:
     """Attributions [len(ids)] of a bag-of-terms model (tfm_cls.model.bag): its logit is a sum over
     the text's terms of weight x share, so each token gets its own term's part, half of each pair
-    and a third of each triple it is in (a token the bag does not count, [CLS] / [SEP], gets 0); they
+    and a third of each triple it is in, and its character grams' parts (a token the bag does not count,
+    [CLS] / [SEP], gets 0); they
     sum to the logit minus the bias (the empty text's), exactly."""
     branch = model.wide
     input_ids = torch.tensor([ids], dtype=torch.long)  # [1, T]
@@ -70,6 +71,9 @@ def bag_attributions(model: torch.nn.Module, ids: list[int], target: int) -> np.
     parts = (branch.weight[terms[0], target] * branch.shares(terms, keep)[0]).double()  # [N]
     t = len(ids)
     out = parts[:t].clone()  # the tokens themselves
+    if branch.char_rows:  # the character view's T x K grams come last: each token gets its own grams' parts
+        out += parts[-t * branch.char_slots:].reshape(t, branch.char_slots).sum(dim=1)
+        parts = parts[:-t * branch.char_slots]
     # WideBranch.terms' order: T tokens, then T - 1 pairs (i, i + 1), then T - 2 triples (i, i + 1, i + 2)
     for order, grams in ((2, parts[t:2 * t - 1]), (3, parts[2 * t - 1:])):
         for offset in range(order if grams.numel() else 0):

@@ -33,7 +33,8 @@ from tfm_cls.classify.finish import finish_run
 from tfm_cls.classify.heads import check_loss_weights, head_for
 from tfm_cls.classify.task import ClassificationTask, probe_cost, segment_kwargs
 from tfm_cls.classify.wide_fit import plan_loop, start_wide
-from tfm_cls.config import ClassifierConfig, save_config
+from tfm_cls.config import ClassifierConfig, WideConfig, save_config
+from tfm_cls.data.char_grams import branch_terms
 from tfm_cls.data.sources import ClassificationData, load_data
 from tfm_cls.data.tokenized import tokenize_splits
 from tfm_cls.data.tokenizer import (
@@ -140,7 +141,7 @@ def build_model_and_tokenizer(
             length = D.on_main(env, auto_max_length, tokenizer, data.splits["train"]["text"], cfg.tokenizer,
                                token_limit(model.config))
         tokenizer = configure_truncation(tokenizer, length)
-        model = _bag_of_text_terms(model, cfg.wide.skip_ids(marker_ids(tokenizer)))
+        model = _bag_of_text_terms(model, cfg.wide, tokenizer)
     else:
         texts = _vocabulary_texts(data)
         if cfg.tokenizer.extend_vocab:
@@ -152,10 +153,13 @@ def build_model_and_tokenizer(
         tokenizer = D.on_main(env, train_tokenizer, texts, cfg.tokenizer, limit)
         max_len = max_length_of(tokenizer) if cfg.model.max_len == "auto" else cfg.model.max_len
         model_kwargs = dataclasses.replace(cfg.model, max_len=max_len).model_kwargs()
+        entries, char_table = branch_terms(cfg.wide, tokenizer, tokenizer.get_vocab_size())
         model = R.build_model(
             dict(vocab_size=tokenizer.get_vocab_size(), num_classes=num_classes, pad_token_id=PAD_ID,
-                 **model_kwargs, **cfg.wide.model_kwargs(marker_ids(tokenizer)), **segment_kwargs(cfg))
+                 **model_kwargs, **cfg.wide.model_kwargs(), **entries, **segment_kwargs(cfg))
         )
+        if char_table is not None:
+            model.wide.set_char_grams(char_table)
     if not resume:
         head_for(cfg).start_output(model, data.splits["train"]["label"])
     max_length, max_len = max_length_of(tokenizer), model.config["max_len"]
@@ -171,15 +175,20 @@ def build_model_and_tokenizer(
     return model, tokenizer
 
 
-def _bag_of_text_terms(model: nn.Module, skip_ids: list[int]) -> nn.Module:
-    """A pretrained model with its wide branch (if any) not counting `skip_ids` (`wide.count_special_tokens`):
-    rebuilt from its config with `wide_skip_ids`, its weights kept (the branch is fitted later). The
-    checkpoint is loaded before its tokenizer is known; a model built for a trained tokenizer gets the
-    ids at once (WideConfig.model_kwargs)."""
-    if not model.config.get("wide") or not skip_ids:
+def _bag_of_text_terms(model: nn.Module, wide: WideConfig, tokenizer: Tokenizer) -> nn.Module:
+    """A pretrained model whose wide branch (if any) reads its tokenizer's terms (`_text_terms`): rebuilt
+    from its config with them, the encoder's and head's weights kept (the branch is fitted later). The
+    checkpoint is loaded before its tokenizer is known; a model built for a trained tokenizer gets
+    them at once."""
+    entries, char_table = branch_terms(wide, tokenizer, model.config["vocab_size"])
+    if not model.config.get("wide") or not entries:
         return model
-    rebuilt = R.build_model({**model.config, "wide_skip_ids": skip_ids})
-    rebuilt.load_state_dict(model.state_dict())
+    rebuilt = R.build_model({**model.config, **entries})
+    shapes = {key: value.shape for key, value in rebuilt.state_dict().items()}
+    # every weight kept but the branch's tables the character view resizes (unfitted yet: zeros, ones)
+    rebuilt.load_state_dict({k: v for k, v in model.state_dict().items() if shapes.get(k) == v.shape}, strict=False)
+    if char_table is not None:
+        rebuilt.wide.set_char_grams(char_table)
     return rebuilt
 
 

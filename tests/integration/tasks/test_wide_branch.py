@@ -255,9 +255,11 @@ def test_warm_start_fits_the_branch_and_the_bias_and_picks_c_on_validation():
 
 # the second: the many-labels preset's branch with triples too (hashed pairs and triples, the squared-hinge
 # fit), reading 24 tokens where the encoder's positions stop at 8
+# the third: each token's character grams too (a table the graph reads by id; int8 leaves it as it is)
 @pytest.mark.parametrize("extra", [(), ("wide.ngrams=3", "wide.buckets=512", "wide.loss=squared_hinge",
-                                        "wide.encoder_length=8", "model.max_len=8", "tokenizer.max_length=24")],
-                         ids=["tokens", "triples-hinge"])
+                                        "wide.encoder_length=8", "model.max_len=8", "tokenizer.max_length=24"),
+                                   ("wide.ngrams=2", "wide.buckets=512", "wide.char_grams=true")],
+                         ids=["tokens", "triples-hinge", "chars"])
 def test_a_tfidf_warm_started_run_exports_and_the_runtime_gives_its_scores(tmp_path, ml_data, extra):
     run = tmp_path / "run"
     cfg = load_config(ClassifierConfig, None, T.overrides(ml_data, run, *T.MULTI_LABEL, "wide.enabled=true",
@@ -272,6 +274,10 @@ def test_a_tfidf_warm_started_run_exports_and_the_runtime_gives_its_scores(tmp_p
     # the bag does not count the tokenizer's [CLS] / [SEP]: no IDF for them, the export reads the same
     markers = [loaded.tokenizer.token_to_id(t) for t in ("[CLS]", "[SEP]")]
     assert loaded.model.config["wide_skip_ids"] == sorted(markers) and loaded.model.wide.idf[markers].max() == 0
+    if "wide.char_grams=true" in extra:  # the grams' rows were fitted: seen in training, weighted
+        grams = loaded.model.wide.char_start
+        assert loaded.model.config["wide_char_rows"] > 0 and (loaded.model.wide.char_grams >= 0).any()
+        assert loaded.model.wide.idf[grams:].max() > 1.0 and fitted[grams:].abs().max() > 0
     path = export_run(run)
     report = verify(loaded.model, path)
     assert report.ok and report.worst_diff < 1e-4
@@ -378,6 +384,70 @@ def test_n_gram_bags_are_scikit_learns_sublinear_tfidf_with_hashed_pairs_and_tri
     logits = model.wide(ids, (ids != 0).long()).detach().numpy()
     table = model.wide.weight.detach().numpy()
     assert logits == pytest.approx(np.stack([expected[0] @ table, expected[4] @ table]), abs=1e-5)
+
+
+def test_the_character_view_is_scikit_learns_tfidf_of_each_tokens_grams_beside_the_token_bag():
+    """The branch with each token's character grams (tfm_cls.data.char_grams) is a FeatureUnion of two
+    sublinear TF-IDF bags, each L2-normalised on its own: the tokens and pairs as without the view, and
+    the grams of the text's tokens (markers not counted)."""
+    from sklearn.feature_extraction.text import TfidfVectorizer
+
+    from tfm_cls.config import TokenizerConfig
+    from tfm_cls.data.char_grams import char_gram_table, piece_grams, piece_text
+    from tfm_cls.data.tokenizer import marker_ids, train_tokenizer
+
+    texts = ["the walking dead walked", "walkers walk the walk", "talking heads talk", "a dead talker", "walk"]
+    tok = train_tokenizer(texts * 5, TokenizerConfig(vocab_size=100, min_frequency=1, max_length=16))
+    markers = marker_ids(tok)
+    table, char_rows = char_gram_table(tok, skip_ids=markers)
+    ids = [e.ids for e in tok.encode_batch(texts)]
+    split = _split(ids, [0] * len(ids))
+    words = TransformerClassifier(vocab_size=tok.get_vocab_size(), num_classes=3, d_model=16, nhead=2, num_layers=1,
+                                  dim_feedforward=32, max_len=16, wide=True, wide_weighting="tfidf", wide_ngrams=2,
+                                  wide_buckets=4096, wide_skip_ids=markers)
+    model = R.build_model({**words.config, "wide_char_rows": char_rows, "wide_char_slots": table.shape[1]})
+    model.wide.set_char_grams(torch.from_numpy(table))
+    assert model.config["wide_char_rows"] == char_rows and model.wide.rows == words.wide.rows + char_rows
+    set_idf(words.wide, split), set_idf(model.wide, split)
+    bags = bag_matrix(model.wide, split).to_dense().numpy()
+    start = words.wide.rows
+    # the first view: exactly the branch without characters (its IDF too)
+    assert bags[:, :start] == pytest.approx(bag_matrix(words.wide, split).to_dense().numpy(), abs=1e-7)
+    assert torch.equal(model.wide.idf[:start], words.wide.idf)
+    # the second: scikit-learn's TF-IDF of the tokens' grams, columns matched through the table
+    vocab = {i: t for t, i in tok.get_vocab().items()}
+    special = {i for i, t in vocab.items() if t in ("[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]")}  # no grams
+
+    def analyzer(row):
+        return [g for i in row if i not in special for g in piece_grams(piece_text(vocab[i], "##"))]
+
+    vectorizer = TfidfVectorizer(sublinear_tf=True, analyzer=analyzer).fit(ids)
+    column_of = {}
+    for i in range(tok.get_vocab_size()):
+        for row, gram in zip(table[i], piece_grams(piece_text(vocab[i], "##"))):
+            if row >= 0:
+                column_of[gram] = start + int(row)
+    expected = np.zeros((len(ids), model.wide.rows))
+    dense = vectorizer.transform(ids).toarray()
+    for gram, column in vectorizer.vocabulary_.items():
+        expected[:, column_of[gram]] = dense[:, column]
+        assert model.wide.idf[column_of[gram]].item() == pytest.approx(vectorizer.idf_[column], rel=1e-6)
+    assert bags[:, start:] == pytest.approx(expected[:, start:], abs=1e-6)
+    assert np.linalg.norm(bags[:, :start], axis=1) == pytest.approx(1.0, abs=1e-6)  # each view its own norm
+    assert np.linalg.norm(bags[:, start:], axis=1) == pytest.approx(1.0, abs=1e-6)
+    # the logits are the bags' product with the weights, padding or not; config and weights round-trip
+    with torch.no_grad():
+        model.wide.weight.normal_(generator=torch.Generator().manual_seed(0))
+    batch = collate(split, list(range(len(ids))), 0)
+    logits = model.wide(batch["input_ids"], batch["attention_mask"]).detach().numpy()
+    assert logits == pytest.approx(bags @ model.wide.weight.detach().numpy(), abs=1e-5)
+    again = R.build_model(model.config)
+    again.load_state_dict(model.state_dict())
+    assert torch.equal(again.wide.char_grams, model.wide.char_grams)
+    with pytest.raises(ValueError, match="character table of shape"):
+        model.wide.set_char_grams(torch.from_numpy(table[:, :3]))
+    with pytest.raises(ValueError, match="wide_char_rows and wide_char_slots must be positive integers together"):
+        R.build_model({**words.config, "wide_char_rows": char_rows})
 
 
 def test_a_branch_of_another_order_is_one_clear_error():
@@ -684,21 +754,42 @@ def test_a_warm_started_model_at_step_0_is_scored_as_its_bag_and_its_own_cost_is
     assert task.eval_cost is None and not np.array_equal(task.last_validation[1], bag_logits)
 
 
-def test_a_pretrained_models_branch_is_rebuilt_not_to_count_the_tokenizers_markers():
+def test_a_pretrained_models_branch_is_rebuilt_for_its_tokenizers_terms():
+    """The checkpoint is loaded before its tokenizer is known: its branch is rebuilt not to count the
+    tokenizer's markers and, with `wide.char_grams`, to read its tokens' character grams."""
+    from tfm_cls.config import TokenizerConfig
+    from tfm_cls.data.char_grams import char_gram_table
+    from tfm_cls.data.tokenizer import marker_ids, train_tokenizer
     from tfm_cls.train.recipe import _bag_of_text_terms
 
-    model = _pair_model()
+    tok = train_tokenizer(["the walking dead walked", "walkers walk the walk"] * 5,
+                          TokenizerConfig(vocab_size=100, min_frequency=1, max_length=16))
+    markers = marker_ids(tok)
+    model = _pair_model(vocab_size=tok.get_vocab_size())
     with torch.no_grad():
         model.wide.weight.normal_(generator=torch.Generator().manual_seed(0))
-    rebuilt = _bag_of_text_terms(model, [1, 2])
-    assert rebuilt.config == {**model.config, "wide_skip_ids": [1, 2]} and rebuilt.wide.skip_ids == (1, 2)
+    wide = WideConfig(enabled=True)
+    rebuilt = _bag_of_text_terms(model, wide, tok)
+    assert rebuilt.config == {**model.config, "wide_skip_ids": markers} and rebuilt.wide.skip_ids == tuple(markers)
     for key, value in model.state_dict().items():  # the checkpoint's weights kept, every one
         assert torch.equal(rebuilt.state_dict()[key], value), key
     # the encoder reads the same; the branch no longer counts the markers' terms
-    ids = torch.tensor([[1, 5, 6, 2]])
+    cls, sep = markers
+    ids = torch.tensor([[cls, 5, 6, sep]])
     model.eval(), rebuilt.eval()
     assert torch.equal(model.features(ids), rebuilt.features(ids))
     assert rebuilt.wide.terms(ids)[1].tolist() == [[False, True, True, False, False, True, False]]
-    assert _bag_of_text_terms(model, []) is model  # wide.count_special_tokens: true
-    plain = TransformerClassifier(vocab_size=40, num_classes=3, d_model=16, nhead=2, num_layers=1, dim_feedforward=32)
-    assert _bag_of_text_terms(plain, [1, 2]) is plain  # no branch: nothing to rebuild
+    assert _bag_of_text_terms(model, WideConfig(enabled=True, count_special_tokens=True), tok) is model
+    plain = TransformerClassifier(vocab_size=tok.get_vocab_size(), num_classes=3, d_model=16, nhead=2, num_layers=1,
+                                  dim_feedforward=32)
+    assert _bag_of_text_terms(plain, wide, tok) is plain  # no branch: nothing to rebuild
+    # with the character view: the table set, the encoder's and head's weights kept, the branch sized for it
+    chars = _bag_of_text_terms(model, WideConfig(enabled=True, char_grams=True), tok)
+    table, rows = char_gram_table(tok, skip_ids=markers)
+    assert chars.config["wide_char_rows"] == rows and torch.equal(chars.wide.char_grams, torch.from_numpy(table))
+    for key, value in model.state_dict().items():
+        if not key.startswith("wide."):
+            assert torch.equal(chars.state_dict()[key], value), key
+    assert chars.wide.weight.shape == (model.wide.rows + rows, 3)
+    chars.eval()
+    assert torch.equal(model.features(ids), chars.features(ids))

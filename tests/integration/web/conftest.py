@@ -34,7 +34,7 @@ def bag_models(folder):
     nothing (tfm_cls.model.bag: ids -> hashed TF-IDF bag of terms and pairs -> one product), as
     `tfm-cls export` writes it (max_length from the tokenizer: the runtime cuts longer texts there,
     although the graph has no positions) and its int8 file as `tfm-cls quantize` makes it (int8
-    tables, one scale a row). Random weights and IDF (a third of the terms 0: never seen in
+    tables, one scale a row). Its tokens' character grams counted as runs on word pieces count them. Random weights and IDF (a third of the terms 0: never seen in
     training) and a temperature, serve_kit's tokenizer: no training, a second or two."""
     import torch
     from kits import serve_kit as K
@@ -42,14 +42,19 @@ def bag_models(folder):
     from tfm_cls.export.quantize import quantize_model
 
     from tfm_cls.config import TokenizerConfig
+    from tfm_cls.data.char_grams import char_gram_table
     from tfm_cls.data.tokenizer import marker_ids, train_tokenizer
     from tfm_cls.model import BagOfTermsClassifier
 
     tok = train_tokenizer(K.TEXTS, TokenizerConfig(vocab_size=100, min_frequency=1, max_length=K.MAX_LENGTH))
     torch.manual_seed(5)
-    # as runs ship it: [CLS] / [SEP] not counted (one more comparison in the graph's keep mask)
+    # as runs ship it: [CLS] / [SEP] not counted (one more comparison in the graph's keep mask), each word
+    # piece's character grams looked up by id (the character view: a Gather of an int32 table)
+    table, char_rows = char_gram_table(tok, skip_ids=marker_ids(tok))
     bag = BagOfTermsClassifier(tok.get_vocab_size(), len(K.LABELS), 0, max_len=K.MAX_LENGTH, wide_weighting="tfidf",
-                               wide_ngrams=2, wide_buckets=512, wide_skip_ids=marker_ids(tok)).eval()
+                               wide_ngrams=2, wide_buckets=512, wide_skip_ids=marker_ids(tok),
+                               wide_char_rows=char_rows, wide_char_slots=table.shape[1]).eval()
+    bag.wide.set_char_grams(torch.from_numpy(table))
     with torch.no_grad():
         bag.wide.weight.normal_()
         idf = 1.0 + 3.0 * torch.rand(bag.wide.rows)

@@ -42,7 +42,7 @@ def test_each_order_is_scored_on_the_librarys_bag_and_a_pair_set_is_skipped(tmp_
     assert "ngrams 3 (against 1) ahead on 1 of 1 sets" in printed
     assert "| topics | 3 |" in printed and "out-of-fold shift" in printed
     saved = json.loads(next((tmp_path / "out").glob("bag-terms-*.json")).read_text())
-    assert saved["orders"] == [1, 3] and [r["set"] for r in saved["rows"]] == ["topics"]
+    assert saved["orders"] == ["1", "3"] and [r["set"] for r in saved["rows"]] == ["topics"]
 
 
 def test_out_of_fold_the_last_order_leads_the_first_where_the_order_of_the_words_is_the_class(tmp_path, capsys):
@@ -73,3 +73,17 @@ def test_characters_minilm_reads_as_unk_get_tokens_where_the_planner_extends_the
     english = write_dataset(tmp_path / "en", {"train": [{"text": "plain english words", "label": i % 2}
                                                         for i in range(10)]})
     assert bag_terms._tokenizer(english, ["plain english words"] * 10).get_vocab_size() == 30522
+
+
+def test_a_c_order_adds_each_tokens_character_grams_which_read_words_training_never_held(tmp_path, capsys):
+    # the class is the ending (-ing or -ed) of words; the test's words are others: only their grams are known
+    seen = ["walk", "talk", "sing", "read", "look", "call", "wash", "paint", "climb", "cook"]
+    unseen = ["jump", "play", "kick", "watch", "help", "pull", "push", "fill", "rain", "visit"]
+    rows = lambda verbs, n: [{"text": f"{verbs[i % len(verbs)]}{'ing' if i % 2 else 'ed'}", "label": i % 2}  # noqa: E731
+                             for i in range(n)]
+    endings = write_dataset(tmp_path / "endings", {"train": rows(seen, 600), "test": rows(unseen, 40)})
+    row = bag_terms.measure(endings, ["2", "2c"], buckets=[4096])
+    assert row["ngrams_2"]["test"] <= 0.6 and row["ngrams_2c"]["test"] >= 0.75  # chance, and most endings read
+    assert bag_terms.main(["--data", str(endings), "--ngrams", "2", "2c", "--buckets", "4096",
+                           "--out", str(tmp_path / "out")]) == 0
+    assert "ngrams 2c (against 2) ahead on 1 of 1 sets" in capsys.readouterr().out

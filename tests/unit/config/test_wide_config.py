@@ -46,6 +46,7 @@ def test_the_section_gives_the_models_arguments_under_their_flat_names():
     ({"enabled": True, "warm_start": True, "second_bag_ngrams": 4}, "wide.second_bag_ngrams=4: expected 0, 2 or 3"),
     ({"enabled": True, "warm_start": True, "second_bag_ngrams": 3, "second_bag_buckets": 2**32},
      "wide.second_bag_buckets: expected 1 to 2\\^31"),
+    ({"char_grams": True}, "wide.char_grams: needs wide.enabled: true"),
 ])
 def test_the_section_checks_itself(kwargs, message):
     with pytest.raises(ValueError, match=message):
@@ -63,7 +64,8 @@ def test_old_wide_keys_in_a_file_load_as_the_section_with_one_deprecation_line(t
     assert line.startswith(f"{old}: deprecated keys ") and all(pair in line for pair in RENAMED)
     save_config(load_config(ClassifierConfig, old), tmp_path / "saved.yaml")  # saved: the new keys only
     saved = yaml.safe_load((tmp_path / "saved.yaml").read_text())
-    defaults = {"second_bag_ngrams": 0, "second_bag_buckets": 2**20, "count_special_tokens": False}  # keys the old names never had
+    defaults = {"second_bag_ngrams": 0, "second_bag_buckets": 2**20, "count_special_tokens": False,
+                "char_grams": False}  # keys the old names never had
     assert saved["wide"] == {**NEW["wide"], **defaults} and not {"wide", "encoder_length"} & set(saved["model"])
     assert "wide_lr" not in saved["train"]
 

@@ -37,12 +37,18 @@ def test_attributions_sum_to_the_output_change_from_the_baseline(pair):
     assert all(p.grad is None for p in model.parameters())
 
 
-@pytest.mark.parametrize("ngrams", [1, 2, 3])
-def test_a_bags_attributions_sum_to_its_logit_and_a_skipped_marker_gets_none(ngrams):
+# chars: each token's character grams too (three grams per token from a table of 10 rows; token 30 has none)
+@pytest.mark.parametrize("ngrams, chars", [(1, False), (2, False), (3, False), (2, True)])
+def test_a_bags_attributions_sum_to_its_logit_and_a_skipped_marker_gets_none(ngrams, chars):
     from tfm_cls.model import BagOfTermsClassifier
     from tfm_cls.report.attribution import bag_attributions
 
-    bag = BagOfTermsClassifier(40, 3, 0, 16, "tfidf", ngrams, 1024, wide_skip_ids=[2, 3])
+    bag = BagOfTermsClassifier(40, 3, 0, 16, "tfidf", ngrams, 1024, wide_skip_ids=[2, 3],
+                               wide_char_rows=10 if chars else 0, wide_char_slots=3 if chars else 0)
+    if chars:
+        table = torch.arange(40 * 3).reshape(40, 3) % 10
+        table[30] = -1
+        bag.wide.set_char_grams(table)
     with torch.no_grad():
         bag.wide.weight.normal_(generator=torch.Generator().manual_seed(0))
         bag.bias.fill_(0.5)

@@ -192,7 +192,7 @@ def test_a_bad_user_override_names_only_itself(tmp_path):
         plan.config(["train.lr=fast"])
 
 
-def test_text_read_character_by_character_gets_a_second_bag_of_triples_and_words_do_not(tmp_path):
+def test_text_read_character_by_character_gets_a_second_bag_of_triples_and_words_their_pieces_characters(tmp_path):
     rng = random.Random(0)
     characters = [chr(0x4E00 + i) for i in range(300)]  # CJK ideographs: one token each
     rows = [{"text": "".join(rng.choice(characters[c * 100:(c + 1) * 100]) for _ in range(12)), "label": c}
@@ -202,10 +202,12 @@ def test_text_read_character_by_character_gets_a_second_bag_of_triples_and_words
     wide = chinese.config().wide
     # the warm start's bag stays the word bag (pairs in 2^18 rows); the triples are a candidate of their own
     assert (wide.ngrams, wide.buckets, wide.second_bag_ngrams, wide.second_bag_buckets) == (2, 2**18, 3, 2**20)
-    assert any("characters a token" in line for line in chinese.describe())
+    assert any("characters a token" in line for line in chinese.describe()) and not wide.char_grams
     english = plan_run(profile_data(write_dataset(tmp_path / "en", {"train": make_texts(3000, 0)})), minutes=10)
     assert english.profile.chars_per_token > 2.5
     assert (english.config().wide.ngrams, english.config().wide.second_bag_ngrams) == (2, 0)
+    # word pieces: each token's character grams join the bag (a character is one token in Chinese: nothing to add)
+    assert english.config().wide.char_grams and any("character 2-5-grams" in line for line in english.describe())
     # the table stays under BAG_TABLE_FLOATS: fewer rows for many outputs, never under the word bag's
     assert rules_module.character_bag(15) == (3, 2**20)
     assert rules_module.character_bag(28) == (3, 2**19)
