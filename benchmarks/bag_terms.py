@@ -17,16 +17,16 @@ softmax (tfm_cls.classify.wide_fit.softmax_scaling: a temperature and a shift pe
 training texts' own margins (`in_sample`) and on their 5-fold out-of-fold margins (`out_of_fold`),
 beside LinearSVC's own decision (`none`): what the warm start's fallback without folds is chosen on.
 
-`--out-of-fold`: at each order's chosen C, every training text scored by the fit on the other four
-fifths (the warm start's folds, `out_of_fold_logits`), and the last order against the first on
-validation, on validation plus the training texts out of fold, and on test: the lead in accuracy and
-its paired standard error. What the run's choice (tfm_cls.classify.candidates) compares two bags on.
+With two orders or more, the last against the first on validation and on test: the lead in accuracy
+and its paired standard error. `--out-of-fold`: at each order's chosen C, every training text scored
+by the fit on the other four fifths (the warm start's folds, `out_of_fold_logits`), and the lead on
+validation plus the training texts out of fold too. What the run's choice (tfm_cls.classify.candidates) compares two bags on.
 `--buckets` takes one value, or one for each order (the recipe's: pairs in 2^18 rows, triples in 2^20).
 The bag does not count the tokenizer's [CLS] / [SEP], as the recipe's (`wide.count_special_tokens: false`);
 `--count-special-tokens` counts them, as runs did before the key (rows say which).
 An order written with a `c` (`--ngrams 2 2c`) is that bag with its character view too (each token's
 character 2-5-grams, `wide.char_grams`, the recipe's where the tokens are word pieces), so
-`--ngrams 2 2c --out-of-fold` measures the view's lead and its paired standard error.
+`--ngrams 2 2c` measures the view's lead and its paired standard error.
 """
 
 from __future__ import annotations
@@ -149,12 +149,13 @@ def measure(folder: Path, orders: list[str], buckets: list[int] | None = None, s
         if scaling:
             row[f"ngrams_{n}"]["scaling"] = _scalings(x_train, x_val, x_test, (train_y, val_y, test_y), one_hot,
                                                       best["C"])
-    if out_of_fold and len(orders) > 1:
+    if len(orders) > 1:
         last, first = right[orders[-1]], right[orders[0]]
         row["lead"] = {"validation": _lead(last["validation"], first["validation"]),
-                       "out_of_fold + validation": _lead(np.concatenate([last["out_of_fold"], last["validation"]]),
-                                                         np.concatenate([first["out_of_fold"], first["validation"]])),
                        "test": _lead(last["test"], first["test"])}
+        if out_of_fold:
+            row["lead"]["out_of_fold + validation"] = _lead(np.concatenate([last["out_of_fold"], last["validation"]]),
+                                                            np.concatenate([first["out_of_fold"], first["validation"]]))
     return row
 
 
@@ -180,7 +181,7 @@ def table(rows: list[dict[str, Any]], orders: list[str]) -> str:
                 for k in ("none", "in_sample", "out_of_fold")) + " |")
     led = [r for r in rows if "lead" in r]
     if led:
-        kinds = ("validation", "out_of_fold + validation", "test")
+        kinds = tuple(k for k in ("validation", "out_of_fold + validation", "test") if all(k in r["lead"] for r in led))
         lines += ["", f"ngrams {orders[-1]} minus ngrams {orders[0]}, accuracy x 100 (paired SE, texts):", "",
                   "| set | " + " | ".join(kinds) + " |", "|---|" + "---:|" * len(kinds)]
         for r in led:

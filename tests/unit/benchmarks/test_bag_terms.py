@@ -86,4 +86,9 @@ def test_a_c_order_adds_each_tokens_character_grams_which_read_words_training_ne
     assert row["ngrams_2"]["test"] <= 0.6 and row["ngrams_2c"]["test"] >= 0.75  # chance, and most endings read
     assert bag_terms.main(["--data", str(endings), "--ngrams", "2", "2c", "--buckets", "4096",
                            "--out", str(tmp_path / "out")]) == 0
-    assert "ngrams 2c (against 2) ahead on 1 of 1 sets" in capsys.readouterr().out
+    printed = capsys.readouterr().out
+    assert "ngrams 2c (against 2) ahead on 1 of 1 sets" in printed
+    # the lead on validation and test with its paired standard error, without the folds unless asked
+    assert row["lead"]["test"]["texts"] == 40 and "out_of_fold + validation" not in row["lead"]
+    assert abs(row["lead"]["test"]["lead"] - (row["ngrams_2c"]["test"] - row["ngrams_2"]["test"])) < 1e-9
+    assert "ngrams 2c minus ngrams 2" in printed
