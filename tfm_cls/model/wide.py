@@ -157,18 +157,21 @@ class WideBranch(nn.Module):
         normalised on their own (a second bag beside the tokens')."""
         keep_f = keep.to(self.weight.dtype)  # [B, N]
         if self.weighting == "count":
-            return keep_f / keep_f.sum(dim=1, keepdim=True).clamp_min(1.0).sqrt()
+            return keep_f / self._view_sums(keep_f, terms).clamp_min(1.0).sqrt()
         tf = term_counts(terms, keep).to(keep_f.dtype).clamp_min(1.0)  # [B, N] this position's term count
         value = (1.0 + torch.log(tf)) * self.idf[terms] * keep_f  # [B, N] the term's value
-        squares = value * value / tf  # [B, N] each position's part of its bag's squared norm
-        if not self.char_rows:
-            norm = squares.sum(dim=1, keepdim=True).sqrt().clamp_min(1e-12)  # [B, 1] the bag's L2 norm
-            return value / tf / norm  # [B, N]
-        gram = terms >= self.char_start  # [B, N] a position of the character view
-        words = torch.where(gram, torch.zeros_like(squares), squares).sum(dim=1, keepdim=True)  # [B, 1]
-        grams = torch.where(gram, squares, torch.zeros_like(squares)).sum(dim=1, keepdim=True)  # [B, 1]
-        norm = torch.where(gram, grams, words).sqrt().clamp_min(1e-12)  # [B, N] each position's bag's norm
+        norm = self._view_sums(value * value / tf, terms).sqrt().clamp_min(1e-12)  # the L2 norm of its bag
         return value / tf / norm  # [B, N]
+
+    def _view_sums(self, parts: Tensor, terms: Tensor) -> Tensor:
+        """parts [B, N] -> the sum of each position's bag [B, 1], or [B, N] with the character view:
+        the tokens' and pairs' sum at theirs, the grams' at the grams' (two bags, each its own norm)."""
+        if not self.char_rows:
+            return parts.sum(dim=1, keepdim=True)  # [B, 1]
+        gram = terms >= self.char_start  # [B, N] a position of the character view
+        words = torch.where(gram, torch.zeros_like(parts), parts).sum(dim=1, keepdim=True)  # [B, 1]
+        grams = torch.where(gram, parts, torch.zeros_like(parts)).sum(dim=1, keepdim=True)  # [B, 1]
+        return torch.where(gram, grams, words)  # [B, N]
 
     @torch.no_grad()
     def set_char_grams(self, table: Tensor) -> None:

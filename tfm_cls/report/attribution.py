@@ -62,9 +62,8 @@ def integrated_gradients(
 def bag_attributions(model: torch.nn.Module, ids: list[int], target: int) -> np.ndarray:
     """Attributions [len(ids)] of a bag-of-terms model (tfm_cls.model.bag): its logit is a sum over
     the text's terms of weight x share, so each token gets its own term's part, half of each pair
-    and a third of each triple it is in, and its character grams' parts (a token the bag does not count,
-    [CLS] / [SEP], gets 0); they
-    sum to the logit minus the bias (the empty text's), exactly."""
+    and a third of each triple it is in, and its character grams' parts (a token the bag does not
+    count, [CLS] / [SEP], gets 0); they sum to the logit minus the bias (the empty text's), exactly."""
     branch = model.wide
     input_ids = torch.tensor([ids], dtype=torch.long)  # [1, T]
     terms, keep = branch.terms(input_ids, torch.ones_like(input_ids))  # [1, N]

@@ -444,6 +444,14 @@ def test_the_character_view_is_scikit_learns_tfidf_of_each_tokens_grams_beside_t
     again = R.build_model(model.config)
     again.load_state_dict(model.state_dict())
     assert torch.equal(again.wide.char_grams, model.wide.char_grams)
+    # `count` weighting: 1 / sqrt(its terms) at each of a view's positions, so each view's squares sum to 1
+    counted = R.build_model({**model.config, "wide_weighting": "count"})
+    counted.wide.set_char_grams(torch.from_numpy(table))
+    terms, keep = counted.wide.terms(batch["input_ids"], batch["attention_mask"])
+    squares = counted.wide.shares(terms, keep) ** 2
+    gram = terms >= counted.wide.char_start
+    assert (squares * ~gram).sum(1) == pytest.approx(torch.ones(len(ids)))
+    assert (squares * gram).sum(1) == pytest.approx(torch.ones(len(ids)))
     with pytest.raises(ValueError, match="character table of shape"):
         model.wide.set_char_grams(torch.from_numpy(table[:, :3]))
     with pytest.raises(ValueError, match="wide_char_rows and wide_char_slots must be positive integers together"):
