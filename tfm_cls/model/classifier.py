@@ -225,8 +225,10 @@ def describe_config(config: dict[str, Any]) -> str:
     if config.get("architecture") == ARCHITECTURE:
         grams = GRAM_NAMES.get(config.get("wide_ngrams", 1))
         pairs = f" and hashed {grams} of adjacent tokens ({config['wide_buckets']} buckets)" if grams else ""
+        chars = (f", beside a bag of each token's character 2-5-grams ({config['wide_char_rows']} grams)"
+                 if config.get("wide_char_rows") else "")
         return (f"no encoder: a linear model over a {config.get('wide_weighting', 'count')} bag of the text's "
-                f"{config['vocab_size']} vocabulary tokens{pairs}")
+                f"{config['vocab_size']} vocabulary tokens{pairs}{chars}")
     return (f"{config['num_layers']} layers, d_model {config['d_model']}, {config['nhead']} attention heads, "
             f"feed-forward {config['dim_feedforward']}, {config.get('pooling', 'mean')} pooling, "
             f"{config.get('position_embedding', 'sinusoidal')} positions"

@@ -444,6 +444,15 @@ def test_the_character_view_is_scikit_learns_tfidf_of_each_tokens_grams_beside_t
     again = R.build_model(model.config)
     again.load_state_dict(model.state_dict())
     assert torch.equal(again.wide.char_grams, model.wide.char_grams)
+    # the bag candidate cut from the model keeps the view (its table, its rows), and says so in the card
+    from tfm_cls.model import BagOfTermsClassifier
+    from tfm_cls.model.classifier import describe_config
+
+    bag = BagOfTermsClassifier.from_wide_and_deep(model, 16)
+    assert torch.equal(bag.wide.char_grams, model.wide.char_grams) and bag.config["wide_char_rows"] == char_rows
+    assert bag(batch["input_ids"], batch["attention_mask"]).detach().numpy() == pytest.approx(
+        logits + model.head.bias.detach().numpy(), abs=1e-5)
+    assert f"each token's character 2-5-grams ({char_rows} grams)" in describe_config(bag.config)
     # `count` weighting: 1 / sqrt(its terms) at each of a view's positions, so each view's squares sum to 1
     counted = R.build_model({**model.config, "wide_weighting": "count"})
     counted.wide.set_char_grams(torch.from_numpy(table))
