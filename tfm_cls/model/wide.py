@@ -25,7 +25,8 @@ text (its word piece, a space where a word starts: scikit-learn's `char_wb` n-gr
 piece), read from `char_grams` [vocab, char_slots], a table of gram rows made from the tokenizer's
 vocabulary (tfm_cls.data.char_grams) and saved with the weights, so the graph needs only the ids.
 The grams are a second bag, L2-normalised on its own beside the tokens' (a FeatureUnion of two
-TF-IDF views), their weights in the last `char_rows` rows of `weight`.
+TF-IDF views, each scaled by 1 / sqrt(2) so the whole bag keeps a unit norm), their weights in the
+last `char_rows` rows of `weight`.
 """
 
 from __future__ import annotations
@@ -165,13 +166,15 @@ class WideBranch(nn.Module):
 
     def _view_sums(self, parts: Tensor, terms: Tensor) -> Tensor:
         """parts [B, N] -> the sum of each position's bag [B, 1], or [B, N] with the character view:
-        the tokens' and pairs' sum at theirs, the grams' at the grams' (two bags, each its own norm)."""
+        the tokens' and pairs' sum at theirs, the grams' at the grams', doubled (two bags, each
+        normalised to 1 / sqrt(2) on its own, so that the text's whole bag keeps the unit norm the C
+        grid of the fit was chosen for: tfm_cls.classify.wide_fit.HINGE_C)."""
         if not self.char_rows:
             return parts.sum(dim=1, keepdim=True)  # [B, 1]
         gram = terms >= self.char_start  # [B, N] a position of the character view
         words = torch.where(gram, torch.zeros_like(parts), parts).sum(dim=1, keepdim=True)  # [B, 1]
         grams = torch.where(gram, parts, torch.zeros_like(parts)).sum(dim=1, keepdim=True)  # [B, 1]
-        return torch.where(gram, grams, words)  # [B, N]
+        return 2.0 * torch.where(gram, grams, words)  # [B, N]
 
     @torch.no_grad()
     def set_char_grams(self, table: Tensor) -> None:

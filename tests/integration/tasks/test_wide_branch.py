@@ -388,8 +388,9 @@ def test_n_gram_bags_are_scikit_learns_sublinear_tfidf_with_hashed_pairs_and_tri
 
 def test_the_character_view_is_scikit_learns_tfidf_of_each_tokens_grams_beside_the_token_bag():
     """The branch with each token's character grams (tfm_cls.data.char_grams) is a FeatureUnion of two
-    sublinear TF-IDF bags, each L2-normalised on its own: the tokens and pairs as without the view, and
-    the grams of the text's tokens (markers not counted)."""
+    sublinear TF-IDF bags, each L2-normalised on its own and scaled by 1 / sqrt(2) (the whole bag keeps
+    the unit norm the fit's C grid was chosen for): the tokens and pairs as without the view, and the
+    grams of the text's tokens (markers not counted)."""
     from sklearn.feature_extraction.text import TfidfVectorizer
 
     from tfm_cls.config import TokenizerConfig
@@ -411,8 +412,9 @@ def test_the_character_view_is_scikit_learns_tfidf_of_each_tokens_grams_beside_t
     set_idf(words.wide, split), set_idf(model.wide, split)
     bags = bag_matrix(model.wide, split).to_dense().numpy()
     start = words.wide.rows
-    # the first view: exactly the branch without characters (its IDF too)
-    assert bags[:, :start] == pytest.approx(bag_matrix(words.wide, split).to_dense().numpy(), abs=1e-7)
+    # the first view: exactly the branch without characters (its IDF too), scaled
+    half = np.sqrt(0.5)
+    assert bags[:, :start] == pytest.approx(half * bag_matrix(words.wide, split).to_dense().numpy(), abs=1e-7)
     assert torch.equal(model.wide.idf[:start], words.wide.idf)
     # the second: scikit-learn's TF-IDF of the tokens' grams, columns matched through the table
     vocab = {i: t for t, i in tok.get_vocab().items()}
@@ -432,9 +434,10 @@ def test_the_character_view_is_scikit_learns_tfidf_of_each_tokens_grams_beside_t
     for gram, column in vectorizer.vocabulary_.items():
         expected[:, column_of[gram]] = dense[:, column]
         assert model.wide.idf[column_of[gram]].item() == pytest.approx(vectorizer.idf_[column], rel=1e-6)
-    assert bags[:, start:] == pytest.approx(expected[:, start:], abs=1e-6)
-    assert np.linalg.norm(bags[:, :start], axis=1) == pytest.approx(1.0, abs=1e-6)  # each view its own norm
-    assert np.linalg.norm(bags[:, start:], axis=1) == pytest.approx(1.0, abs=1e-6)
+    assert bags[:, start:] == pytest.approx(half * expected[:, start:], abs=1e-6)
+    assert np.linalg.norm(bags[:, :start], axis=1) == pytest.approx(half, abs=1e-6)  # each view its own norm
+    assert np.linalg.norm(bags[:, start:], axis=1) == pytest.approx(half, abs=1e-6)
+    assert np.linalg.norm(bags, axis=1) == pytest.approx(1.0, abs=1e-6)
     # the logits are the bags' product with the weights, padding or not; config and weights round-trip
     with torch.no_grad():
         model.wide.weight.normal_(generator=torch.Generator().manual_seed(0))
@@ -453,14 +456,14 @@ def test_the_character_view_is_scikit_learns_tfidf_of_each_tokens_grams_beside_t
     assert bag(batch["input_ids"], batch["attention_mask"]).detach().numpy() == pytest.approx(
         logits + model.head.bias.detach().numpy(), abs=1e-5)
     assert f"each token's character 2-5-grams ({char_rows} grams)" in describe_config(bag.config)
-    # `count` weighting: 1 / sqrt(its terms) at each of a view's positions, so each view's squares sum to 1
+    # `count` weighting: 1 / sqrt(2 x its terms) at each of a view's positions: each view's squares sum to 1/2
     counted = R.build_model({**model.config, "wide_weighting": "count"})
     counted.wide.set_char_grams(torch.from_numpy(table))
     terms, keep = counted.wide.terms(batch["input_ids"], batch["attention_mask"])
     squares = counted.wide.shares(terms, keep) ** 2
     gram = terms >= counted.wide.char_start
-    assert (squares * ~gram).sum(1) == pytest.approx(torch.ones(len(ids)))
-    assert (squares * gram).sum(1) == pytest.approx(torch.ones(len(ids)))
+    assert (squares * ~gram).sum(1) == pytest.approx(torch.full((len(ids),), 0.5))
+    assert (squares * gram).sum(1) == pytest.approx(torch.full((len(ids),), 0.5))
     with pytest.raises(ValueError, match="character table of shape"):
         model.wide.set_char_grams(torch.from_numpy(table[:, :3]))
     with pytest.raises(ValueError, match="wide_char_rows and wide_char_slots must be positive integers together"):
