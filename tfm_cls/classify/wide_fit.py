@@ -49,6 +49,7 @@ from tfm_cls.classify.heads import head_for
 from tfm_cls.classify.metrics import is_better
 from tfm_cls.config import ClassifierConfig
 from tfm_cls.config.wide import WideConfig
+from tfm_cls.data.char_grams import GRAM_MIN_DF
 from tfm_cls.data.tokenized import TokenizedSplit, collate
 from tfm_cls.errors import CheckpointError, RunDirError
 from tfm_cls.model.wide import WideBranch
@@ -139,10 +140,13 @@ def document_frequencies(branch: WideBranch, split: TokenizedSplit) -> np.ndarra
 
 def set_idf(branch: WideBranch, split: TokenizedSplit) -> None:
     """The `tfidf` weighting's table from the training rows: scikit-learn's smooth idf,
-    ln((1 + N) / (1 + df)) + 1, and 0 for a term the rows never hold (and padding)."""
+    ln((1 + N) / (1 + df)) + 1, and 0 for a term the rows never hold (and padding), and for a
+    character gram fewer than GRAM_MIN_DF rows hold (the character view's min_df)."""
     df = document_frequencies(branch, split)
     n = split.num_rows
-    branch.set_idf(torch.from_numpy(np.where(df > 0, np.log((1.0 + n) / (1.0 + df)) + 1.0, 0.0)))
+    least = np.ones_like(df)
+    least[branch.char_start:] = GRAM_MIN_DF  # the character view's rows (none without it)
+    branch.set_idf(torch.from_numpy(np.where(df >= least, np.log((1.0 + n) / (1.0 + df)) + 1.0, 0.0)))
 
 
 @torch.no_grad()

@@ -423,7 +423,7 @@ def test_the_character_view_is_scikit_learns_tfidf_of_each_tokens_grams_beside_t
     def analyzer(row):
         return [g for i in row if i not in special for g in piece_grams(piece_text(vocab[i], "##"))]
 
-    vectorizer = TfidfVectorizer(sublinear_tf=True, analyzer=analyzer).fit(ids)
+    vectorizer = TfidfVectorizer(sublinear_tf=True, analyzer=analyzer, min_df=2).fit(ids)  # GRAM_MIN_DF
     column_of = {}
     for i in range(tok.get_vocab_size()):
         for row, gram in zip(table[i], piece_grams(piece_text(vocab[i], "##"))):
@@ -435,6 +435,12 @@ def test_the_character_view_is_scikit_learns_tfidf_of_each_tokens_grams_beside_t
         expected[:, column_of[gram]] = dense[:, column]
         assert model.wide.idf[column_of[gram]].item() == pytest.approx(vectorizer.idf_[column], rel=1e-6)
     assert bags[:, start:] == pytest.approx(half * expected[:, start:], abs=1e-6)
+    # a gram of one text only is not counted ("ers": "walkers"; min_df 2, as the classical view's)
+    from collections import Counter
+
+    once = [g for g, df in Counter(g for row in ids for g in set(analyzer(row))).items() if df == 1]
+    assert "ers" in once and all(model.wide.idf[column_of[g]] == 0 for g in once)
+    assert (model.wide.idf[start:] > 0).sum() == len(vectorizer.vocabulary_)
     assert np.linalg.norm(bags[:, :start], axis=1) == pytest.approx(half, abs=1e-6)  # each view its own norm
     assert np.linalg.norm(bags[:, start:], axis=1) == pytest.approx(half, abs=1e-6)
     assert np.linalg.norm(bags, axis=1) == pytest.approx(1.0, abs=1e-6)
