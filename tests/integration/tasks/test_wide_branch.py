@@ -3,6 +3,7 @@ logits are a linear bag of the text's tokens, it starts at zero (the model start
 alone), trains at wide.lr, and travels through the ONNX export to the torch-free runtime unchanged."""
 
 import time
+from collections import Counter
 from pathlib import Path
 from types import SimpleNamespace
 
@@ -436,8 +437,6 @@ def test_the_character_view_is_scikit_learns_tfidf_of_each_tokens_grams_beside_t
         assert model.wide.idf[column_of[gram]].item() == pytest.approx(vectorizer.idf_[column], rel=1e-6)
     assert bags[:, start:] == pytest.approx(half * expected[:, start:], abs=1e-6)
     # a gram of one text only is not counted ("ers": "walkers"; min_df 2, as the classical view's)
-    from collections import Counter
-
     once = [g for g, df in Counter(g for row in ids for g in set(analyzer(row))).items() if df == 1]
     assert "ers" in once and all(model.wide.idf[column_of[g]] == 0 for g in once)
     assert (model.wide.idf[start:] > 0).sum() == len(vectorizer.vocabulary_)
