@@ -176,7 +176,7 @@ def build_model_and_tokenizer(
 
 
 def _bag_of_text_terms(model: nn.Module, wide: WideConfig, tokenizer: Tokenizer) -> nn.Module:
-    """A pretrained model whose wide branch (if any) reads its tokenizer's terms (`_text_terms`): rebuilt
+    """A pretrained model whose wide branch (if any) reads its tokenizer's terms (`branch_terms`): rebuilt
     from its config with them, the encoder's and head's weights kept (the branch is fitted later). The
     checkpoint is loaded before its tokenizer is known; a model built for a trained tokenizer gets
     them at once."""
