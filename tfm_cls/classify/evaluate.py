@@ -39,13 +39,16 @@ def _labelled_split(run: LoadedRun, data: str | None, split: str, overrides: Seq
 def evaluate_run(
     run_dir: str | Path, data: str | None = None, split: str = "test", overrides: Sequence[str] = (), *,
     batch_size: int = 128, device: str = "cpu", threads: int = 0, max_length: int | None = None,
-    long_text: dict[str, Any] | None = None, output: str | None = None,
+    long_text: dict[str, Any] | None = None, output: str | None = None, candidate: str | None = None,
 ) -> dict[str, Any]:
     """Evaluate the run in `run_dir` on `split` of `data` (default: its own data) and return
     {"run", "data", **metrics}. `max_length` truncates below the run's length, `long_text` overrides
     its long-text policy (LongText fields), `threads` sets torch's intra-op threads (0: torch's
     default). The metrics JSON is written to `output` (default: stdout) and recorded among the run's
-    evaluations, for its card (classify.card.write_card, which the caller runs)."""
+    evaluations, for its card (classify.card.write_card, which the caller runs). `candidate`: another
+    model the run made (metrics.json `candidates`; RUN/candidates/NAME) with its own decision rule,
+    evaluated the same way; its result names it and is not recorded (the card's table is the shipped
+    model's)."""
     import torch
 
     from tfm_cls.classify.card import record_evaluation
@@ -57,7 +60,7 @@ def evaluate_run(
 
     if threads:
         torch.set_num_threads(threads)
-    run = load_run(run_dir)
+    run = load_run(run_dir, candidate=candidate)
     dataset, source = _labelled_split(run, data, split, overrides)
     tokenizer = run.tokenizer
     if max_length is not None:
@@ -72,11 +75,12 @@ def evaluate_run(
     metrics, logits = evaluate(run.model, examples, run.labels, batch_size, target,
                                run.model.config.get("pad_token_id") or 0, head=head)
     logger.info("%s: %d examples\n%s", source, len(examples), head.report(examples.labels, logits, run.labels))
-    result = {"run": str(run_dir), "data": str(source), **metrics}
+    result = {"run": str(run_dir), **({"candidate": candidate} if candidate else {}), "data": str(source), **metrics}
     text = json.dumps(result, indent=2, ensure_ascii=False) + "\n"
     if output:
         write_text(output, text)
     else:
         sys.stdout.write(text)  # the command's output, not a log line
-    record_evaluation(run_dir, str(source), {**metrics, "num_examples": len(examples)})
+    if candidate is None:
+        record_evaluation(run_dir, str(source), {**metrics, "num_examples": len(examples)})
     return result

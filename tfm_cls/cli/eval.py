@@ -12,6 +12,7 @@ from tfm_cls.cli.arguments import (
     long_text_overrides,
 )
 from tfm_cls.cli.shared import quiet_datasets
+from tfm_cls.errors import InputError
 
 
 def add_parser(subparsers) -> None:
@@ -22,6 +23,9 @@ def add_parser(subparsers) -> None:
     p.add_argument("overrides", nargs="*", metavar="KEY=VALUE",
                    help="data config overrides, e.g. label_column=topic text_columns=[title,body]")
     p.add_argument("--output", help="write the metrics JSON here (default: stdout)")
+    p.add_argument("--candidate", metavar="NAME",
+                   help="evaluate another model the run made (its metrics.json `candidates` front; RUN/candidates/NAME) "
+                        "instead of the one it chose; not recorded in the run's card")
     add_inference_options(p, batch_size=128, streaming=False)
     p.add_argument("--device", default="cpu", help=DEVICE_HELP)
     p.add_argument("--report", action="store_true", help=REPORT_HELP)
@@ -30,13 +34,16 @@ def add_parser(subparsers) -> None:
 
 def run(args: argparse.Namespace) -> int:
     check_sizes(args)
+    if args.candidate and args.report:
+        raise InputError(f"--report shows the model the run chose, not --candidate {args.candidate}: "
+                         "evaluate the candidate without --report")
     from tfm_cls.classify.card import write_card
     from tfm_cls.classify.evaluate import evaluate_run
 
     quiet_datasets()
     evaluate_run(args.run, args.data, args.split, args.overrides, batch_size=args.batch_size, device=args.device,
                  threads=args.threads, max_length=args.max_length, long_text=long_text_overrides(args),
-                 output=args.output)
+                 output=args.output, candidate=args.candidate)
     if args.report:
         from tfm_cls.report import write_report
 

@@ -95,6 +95,33 @@ def test_the_chosen_and_the_other_candidate_export_verify_and_run_without_torch(
     assert "no candidate 'nope'" in err and other in err and not (tmp_path / "x.onnx").exists()
 
 
+def test_eval_scores_another_candidate_as_the_run_scored_it_and_keeps_the_card_the_shipped_models(chosen_run, tmp_path,
+                                                                                                  capsys):
+    run, metrics = chosen_run
+    metric = metrics["best_metric"]
+    front = {row["name"]: row for row in metrics["candidates"]["front"]}
+    other = next(name for name, row in front.items() if not row["chosen"])
+    evaluations = run / "evaluations.json"
+    before = evaluations.read_text() if evaluations.is_file() else None
+    out = tmp_path / "other.json"
+    assert cli.main(["eval", "--run", str(run), "--candidate", other, "--output", str(out)]) == 0
+    result = json.loads(out.read_text())
+    # the candidate's own test score, as the run's choice measured it (not the shipped model's)
+    assert result["candidate"] == other
+    assert result[metric] == pytest.approx(front[other]["test"][metric], abs=1e-9)
+    assert (evaluations.read_text() if evaluations.is_file() else None) == before  # the card's table: shipped only
+    shipped = tmp_path / "shipped.json"
+    assert cli.main(["eval", "--run", str(run), "--output", str(shipped)]) == 0
+    assert "candidate" not in json.loads(shipped.read_text())
+    assert json.loads(shipped.read_text())[metric] == pytest.approx(metrics["test"][metric], abs=1e-9)
+    # the report is the shipped model's page: asked with a candidate, one error, exit 2
+    capsys.readouterr()
+    assert cli.main(["eval", "--run", str(run), "--candidate", other, "--report"]) == 2
+    assert "--report shows the model the run chose" in capsys.readouterr().err
+    assert cli.main(["eval", "--run", str(run), "--candidate", "nope", "--output", str(tmp_path / "x.json")]) == 2
+    assert "no candidate 'nope'" in capsys.readouterr().err and not (tmp_path / "x.json").exists()
+
+
 def test_the_bag_candidate_is_the_warm_start_as_fitted_not_the_trained_heads_bias(chosen_run):
     run, metrics = chosen_run
     # the warm start keeps the bias it fitted with the branch (RUN/wide_offsets.safetensors)

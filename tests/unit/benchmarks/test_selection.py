@@ -82,3 +82,24 @@ def test_extra_overrides_reach_the_training_command_line(tmp_path, monkeypatch):
     selection.train_run(tmp_path / "data", tmp_path / "run", 5, 1, ["wide.count_special_tokens=true"])
     parsed = build_parser().parse_args(seen[0][3:])  # after `python -m tfm_cls.cli`
     assert "wide.count_special_tokens=true" in parsed.overrides and parsed.overwrite
+
+
+def test_a_candidate_the_run_left_unscored_is_scored_on_test_here(runs, tmp_path, capsys):
+    import shutil
+
+    data, folder = runs
+    run = tmp_path / "run"
+    shutil.copytree(folder / "wide", run)
+    metrics = json.loads((run / "metrics.json").read_text())
+    metric = metrics["best_metric"]
+    other = next(c for c in metrics["candidates"]["front"] if not c["chosen"])
+    scored_by_the_run = other["test"][metric]
+    other["test"] = None  # as a run whose wall clock did not afford scoring it
+    (run / "metrics.json").write_text(json.dumps(metrics))
+    assert selection.main(["--runs", str(run), "--data", str(data), "--rounds", "1", "--out", str(tmp_path / "out")]) == 0
+    row, = json.loads(next((tmp_path / "out").glob("selection-*.json")).read_text())["rows"]
+    front = {c["name"]: c for c in row["front"]}
+    assert front[other["name"]]["test"][metric] == pytest.approx(scored_by_the_run, abs=1e-9)
+    assert front[other["name"]]["test_scored_by"] == "benchmark"
+    assert "test_scored_by" not in front[row["shipped"]]
+    assert "+ scored on test by this benchmark" in capsys.readouterr().out
