@@ -132,10 +132,11 @@ def holdout(train: Split, task: str, seed: int, fraction: float = HOLDOUT) -> tu
     return _subset(train, np.sort(keep)), _subset(train, np.sort(held))
 
 
-def tfidf_baseline(name: str, splits: dict[str, Split], seed: int = 0) -> dict[str, Any]:
+def tfidf_baseline(name: str, splits: dict[str, Split], seed: int = 0, predictions: bool = False) -> dict[str, Any]:
     """One TF-IDF baseline's test metrics, picked on validation, by cross-validation, or on a
     hold-out (module docstring); `cpu_minutes`: this process's CPU time for fitting, picking and
-    scoring."""
+    scoring. `predictions`: single-label, each test text's predicted class id too (`test_predicted`),
+    for a paired comparison with another system on the same texts."""
     system = SYSTEMS[name]
     train, test = splits["train"], splits["test"]
     clock = CpuClock()
@@ -145,21 +146,29 @@ def tfidf_baseline(name: str, splits: dict[str, Split], seed: int = 0) -> dict[s
         else:
             fit_on, validation = holdout(train, system.task, seed)
             selected_by = f"{HOLDOUT:.0%} of train held out"
-        row, _ = baseline_row(name, fit_on, validation, test)
+        row, fitted = baseline_row(name, fit_on, validation, test)
         row.update(selected_by=selected_by, cpu_minutes=clock.minutes)
+        if predictions and system.task == "single_label":
+            row["test_predicted"] = np.asarray(fitted.predict(test.texts, test.pairs)).astype(int).tolist()
         return row
     picked = cross_validated(name, train, seed=seed)
     vectorizer, model = picked["model"]
     scores = getattr(model, system.scores)(pair_features(vectorizer, test.texts, test.pairs))
-    metrics = split_metrics(system.task, test.targets, _decide(system.task, scores, picked["thresholds"]))
+    decided = _decide(system.task, scores, picked["thresholds"])
+    metrics = split_metrics(system.task, test.targets, decided)
     return {"system": name, **metrics, "metric_name": system.metric, "metric": metrics[system.metric],
             "validation_metric": picked["cv_score"], system.param: picked["param"],
-            "selected_by": f"{CV_FOLDS}-fold cross-validation on train", "cpu_minutes": clock.minutes}
+            "selected_by": f"{CV_FOLDS}-fold cross-validation on train", "cpu_minutes": clock.minutes,
+            **({"test_predicted": np.asarray(decided).astype(int).tolist()}
+               if predictions and system.task == "single_label" else {})}
 
 
-def tfidf_row(splits: dict[str, Split], columns: Columns, metric_name: str, seed: int = 0) -> dict[str, Any]:
-    """Every classical baseline of the task; `metric`: the best of them on this sample's test."""
-    baselines = {name: tfidf_baseline(name, splits, seed) for name in classical_names(columns.task, columns.pair is not None)}
+def tfidf_row(splits: dict[str, Split], columns: Columns, metric_name: str, seed: int = 0,
+              predictions: bool = False) -> dict[str, Any]:
+    """Every classical baseline of the task; `metric`: the best of them on this sample's test
+    (`predictions`: tfidf_baseline's)."""
+    baselines = {name: tfidf_baseline(name, splits, seed, predictions)
+                 for name in classical_names(columns.task, columns.pair is not None)}
     best = max(baselines, key=lambda n: baselines[n][metric_name])
     return {"metric_name": metric_name, "metric": baselines[best][metric_name], "best": best,
             "cpu_minutes": sum(b["cpu_minutes"] for b in baselines.values()), "baselines": baselines}

@@ -103,3 +103,47 @@ def test_a_candidate_the_run_left_unscored_is_scored_on_test_here(runs, tmp_path
     assert front[other["name"]]["test_scored_by"] == "benchmark"
     assert "test_scored_by" not in front[row["shipped"]]
     assert "+ scored on test by this benchmark" in capsys.readouterr().out
+
+
+def test_the_classical_checks_carry_a_paired_lead_on_the_same_test_texts(runs, tmp_path):
+    import numpy as np
+
+    from benchmarks.harness.samples import read_splits
+    from tfm_cls.runtime.session import Classifier
+
+    data, folder = runs
+    run = tmp_path / "run"
+    train(tiny_config(data, run, *WIDE, "train.best_metric=accuracy"))
+    assert selection.main(["--runs", str(run), "--data", str(data), "--rounds", "1", "--out", str(tmp_path / "out")]) == 0
+    row, = json.loads(next((tmp_path / "out").glob("selection-*.json")).read_text())["rows"]
+    best, chosen = row["paired_test"]["best classical"], row["paired_test"]["classical chosen on validation"]
+    baselines = row["classical"]["baselines"]
+    assert best["system"] == max(baselines, key=lambda n: baselines[n]["accuracy"])
+    assert chosen["system"] == row["classical"]["chosen_on_validation"]
+    # the shipped model's right / wrong, by the runtime, in the folder's label names: its accuracy is the run's
+    test = read_splits(data)[0]["test"]
+    scores, _, _ = Classifier(str(run / "model.onnx")).classify(test.texts)
+    run_labels, names = (json.loads((p / "labels.json").read_text()) for p in (run, data))
+    shipped = np.mean([run_labels[i] == names[t] for i, t in zip(np.asarray(scores).argmax(1), test.targets)])
+    assert shipped == pytest.approx(row["shipped_test"], abs=1e-9) and best["texts"] == len(test.texts)
+    for lead in (best, chosen):
+        assert lead["lead"] == pytest.approx(shipped - baselines[lead["system"]]["accuracy"], abs=1e-9)
+    assert "test_predicted" not in json.dumps(row)  # the classical predictions are not saved
+
+
+def test_the_paired_lead_is_the_mean_difference_per_text_with_its_standard_error(monkeypatch, tmp_path):
+    import numpy as np
+
+    from benchmarks.harness.samples import Split
+
+    targets = np.array([0, 1, 1, 0])
+    monkeypatch.setattr(selection, "shipped_right", lambda run, data: np.array([True, True, False, True]))
+    monkeypatch.setattr(selection, "read_splits", lambda data: ({"test": Split(["a", "b", "c", "d"], targets)}, None, 2))
+    peers = {"baselines": {"lr": {"accuracy": 0.25}, "svm": {"accuracy": 0.5}}, "chosen_on_validation": "lr"}
+    predicted = {"lr": np.array([0, 0, 0, 1]), "svm": np.array([0, 1, 0, 1])}  # right: 1000 and 1100
+    paired = selection.paired_against_classical(tmp_path, tmp_path, peers, predicted, "accuracy")
+    # against svm (the best on test): differences 0 0 0 1; against lr: 0 1 0 1
+    assert paired["best classical"] == {"system": "svm", "lead": 0.25, "se": pytest.approx(0.25), "texts": 4}
+    lead = paired["classical chosen on validation"]
+    assert lead["system"] == "lr" and lead["lead"] == 0.5 and lead["se"] == pytest.approx(np.std([0, 1, 0, 1], ddof=1) / 2)
+    assert selection.paired_against_classical(tmp_path, tmp_path, peers, predicted, "micro_f1") is None
