@@ -39,7 +39,7 @@ from typing import Any
 import numpy as np
 import torch
 
-from benchmarks.harness.results import OUT, environment, lead_line, write_results
+from benchmarks.harness.results import OUT, environment, lead_line, paired_lead, write_results
 from benchmarks.harness.samples import single_label_splits
 from tfm_cls.classify.wide_fit import (
     HINGE_C,
@@ -97,17 +97,11 @@ def _scalings(x_train: Any, x_val: Any, x_test: Any, y: tuple[np.ndarray, ...], 
     return out
 
 
-def _lead(last: np.ndarray, first: np.ndarray) -> dict[str, float]:
-    """The lead of `last` over `first` in accuracy (their right / wrong per text, paired) and its SE."""
-    d = last.astype(np.float64) - first
-    return {"lead": float(d.mean()), "se": float(d.std(ddof=1) / np.sqrt(len(d))), "texts": len(d)}
-
-
 def measure(folder: Path, orders: list[str], buckets: list[int] | None = None, scaling: bool = False,
             out_of_fold: bool = False, count_special_tokens: bool = False) -> dict[str, Any] | None:
     """Each order's best C on validation, its validation and test accuracy, fit seconds (the grid); with
     `scaling`, the scalings' accuracies at that C (`_scalings`); with `out_of_fold`, the training texts'
-    out-of-fold accuracy at that C and the last order's lead over the first (`_lead`)."""
+    out-of-fold accuracy at that C and the last order's lead over the first (`paired_lead`)."""
     orders = [str(order) for order in orders]
     buckets = buckets or [BUCKETS]
     buckets = buckets * len(orders) if len(buckets) == 1 else buckets
@@ -151,10 +145,10 @@ def measure(folder: Path, orders: list[str], buckets: list[int] | None = None, s
                                                       best["C"])
     if len(orders) > 1:
         last, first = right[orders[-1]], right[orders[0]]
-        row["lead"] = {"validation": _lead(last["validation"], first["validation"]),
-                       "test": _lead(last["test"], first["test"])}
+        row["lead"] = {"validation": paired_lead(last["validation"], first["validation"]),
+                       "test": paired_lead(last["test"], first["test"])}
         if out_of_fold:
-            row["lead"]["out_of_fold + validation"] = _lead(np.concatenate([last["out_of_fold"], last["validation"]]),
+            row["lead"]["out_of_fold + validation"] = paired_lead(np.concatenate([last["out_of_fold"], last["validation"]]),
                                                             np.concatenate([first["out_of_fold"], first["validation"]]))
     return row
 

@@ -44,7 +44,7 @@ import numpy as np
 
 from benchmarks.harness.baselines import TASK_METRIC, tfidf_row
 from benchmarks.harness.data import read_texts
-from benchmarks.harness.results import OUT, Results, environment
+from benchmarks.harness.results import OUT, Results, environment, paired_lead
 from benchmarks.harness.samples import read_splits
 from benchmarks.harness.timing import paired_rounds
 
@@ -219,12 +219,6 @@ def shipped_right(run: Path, data: Path) -> np.ndarray | None:
     scores, _, _ = Classifier(str(run / "model.onnx"), threads=1).classify(test.texts)
     predicted = [run_labels[i] for i in np.asarray(scores).argmax(axis=1)]
     return np.asarray([p == names[t] for p, t in zip(predicted, test.targets)])
-
-
-def paired_lead(right: np.ndarray, other_right: np.ndarray) -> dict[str, float]:
-    """Accuracy lead of `right` over `other_right` (per text, the same texts) and its paired standard error."""
-    d = right.astype(np.float64) - other_right.astype(np.float64)
-    return {"lead": float(d.mean()), "se": float(d.std(ddof=1) / np.sqrt(len(d))), "texts": len(d)}
 
 
 def paired_against_classical(run: Path, data: Path, peers: dict[str, Any], predicted: dict[str, np.ndarray],

@@ -69,6 +69,13 @@ def environment() -> dict[str, Any]:
             "host": platform.node(), "python": platform.python_version(), "argv": sys.argv}
 
 
+def paired_lead(right: np.ndarray, other_right: np.ndarray) -> dict[str, float]:
+    """The accuracy lead of one system over another on the same texts (`right`, `other_right`: whether
+    each got each text right) and its paired standard error."""
+    d = np.asarray(right, dtype=np.float64) - np.asarray(other_right, dtype=np.float64)
+    return {"lead": float(d.mean()), "se": float(d.std(ddof=1) / np.sqrt(len(d))), "texts": len(d)}
+
+
 def lead_line(what: str, differences: list[float]) -> str:
     """One summary line under a paired table: on how many sets `what` is ahead (difference > 0) and
     the mean difference, in points (differences are fractions)."""
