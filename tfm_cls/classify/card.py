@@ -178,7 +178,7 @@ def _candidates_lines(candidates: dict[str, Any] | None) -> list[str]:
         test = (row.get("test") or {}).get(metric)
         out.append(f"| {_name(row)} | {metric} {value:.4f} | {'' if test is None else f'{test:.4f}'} | "
                    f"{row['texts_per_second']:.0f} | {row['size_mb']:.1f} | "
-                   f"{_holds(row)} (±{row['tolerance']:.4f}) | {'**yes**' if row['chosen'] else ''} |")
+                   f"{holds_text(row)} (±{row['tolerance']:.4f}) | {'**yes**' if row['chosen'] else ''} |")
     return out
 
 
@@ -188,10 +188,16 @@ def _name(row: dict[str, Any]) -> str:
     return f"{row['name']} (the logits of {twin})" if twin else row["name"]
 
 
-def _holds(row: dict[str, Any]) -> str:
-    """Whether a candidate holds the best score, and who beat it where one did."""
+def holds_text(row: dict[str, Any]) -> str:
+    """Whether a candidate holds the best score, and why not: who beat it, or how far it may trail the
+    best (its loss bound, over the most it may lose; tfm_cls.classify.candidates.MAX_LOSS)."""
     beaten_by = row.get("beaten_by")
-    return "yes" if row["holds_best"] else f"no (beaten by {', '.join(beaten_by)})" if beaten_by else "no"
+    if row.get("holds_best"):
+        return "yes"
+    if beaten_by:
+        return f"no (beaten by {', '.join(beaten_by)})"
+    bound = row.get("loss_bound")
+    return f"no (may trail the best by {bound:.4f})" if bound is not None else "no"
 
 
 def _calibration_lines(calibration: dict[str, Any] | None) -> list[str]:

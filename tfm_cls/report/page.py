@@ -14,6 +14,7 @@ import json
 from typing import Any
 
 from tfm_cls.classify.calibration import SHIFT_Z
+from tfm_cls.classify.card import holds_text
 
 SECTIONS = ("summary", "per-class", "outputs", "calibration", "errors", "lengths", "label-errors", "baseline",
             "candidates")
@@ -404,8 +405,7 @@ def _candidates(c: dict[str, Any]) -> str:
     rows = [[r["name"] + (f" (the logits of {r['same_logits_as']})" if r.get("same_logits_as") else ""),
              next(iter(r["validation"].values())), (r.get("test") or {}).get(metric),
              r.get("texts_per_second"), r.get("size_mb"), r.get("tolerance"),
-             "yes" if r.get("holds_best") else f"no (beaten by {', '.join(r['beaten_by'])})" if r.get("beaten_by")
-             else "no", "shipped" if r["chosen"] else ""] for r in chosen["front"]]
+             holds_text(r), "shipped" if r["chosen"] else ""] for r in chosen["front"]]
     return (f'<p>Shipped: <b>{_e(chosen["chosen"])}</b>. Rule: {_e(chosen["rule"])}.</p>' + _front_svg(front, metric)
             + _table(["candidate", f"validation {metric}", f"test {metric}", "texts/s (1 thread)", "weights MB",
                       "tolerance", "holds the best", ""], rows, text_cols=(0, 6, 7)))

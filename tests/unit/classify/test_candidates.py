@@ -11,6 +11,7 @@ import torch
 from tfm_cls.classify.candidates import (
     Choice,
     Scored,
+    MAX_LOSS,
     paired_se,
     pick,
     same_logits,
@@ -37,15 +38,20 @@ def _scored(name, correct, targets, speed, size=1.0):
     return Scored(name, None, head, head.metrics(logits, targets, LABELS), logits, speed, size)
 
 
+def _flip(correct: np.ndarray, lose: int, win: int) -> np.ndarray:
+    """`correct` with its first `lose` right answers made wrong and its first `win` wrong ones made right."""
+    out = correct.copy()
+    out[np.flatnonzero(correct)[:lose]] = False
+    out[np.flatnonzero(~correct)[:win]] = True
+    return out
+
+
 def test_the_fastest_candidate_within_one_paired_se_of_the_best_ships():
     rng = np.random.default_rng(0)
-    targets = rng.integers(0, 2, 400)
-    best = rng.random(400) < 0.90
-    close = best.copy()  # 6 texts lost, 4 others won: 0.5 point lower, one SE of the difference ~0.8 point
-    close[np.flatnonzero(best)[:6]] = False
-    close[np.flatnonzero(~best)[:4]] = True
-    far = best.copy()
-    far[np.flatnonzero(best)[:40]] = False  # 10 points lower
+    targets = rng.integers(0, 2, 1000)
+    best = rng.random(1000) < 0.90
+    close = _flip(best, 10, 6)  # 0.4 point lower, one SE of the difference ~0.4 point: a bound of ~0.8 point
+    far = _flip(best, 100, 0)  # 10 points lower
     slow = _scored("slow", best, targets, speed=10.0)
     quick = _scored("quick", close, targets, speed=500.0)
     quicker = _scored("quicker", far, targets, speed=5000.0)
@@ -53,20 +59,36 @@ def test_the_fastest_candidate_within_one_paired_se_of_the_best_ships():
     assert chosen is quick
     assert [r["holds_best"] for r in rows] == [True, True, False]
     assert rows[0]["tolerance"] == 0.0 and 0.0 < rows[1]["tolerance"] < 0.02
-    # a candidate 2 points below on 400 texts that differ on those 8 only is outside one SE (~0.7 point):
+    assert rows[0]["loss_bound"] == 0.0 and 0.004 < rows[1]["loss_bound"] <= MAX_LOSS
+    # a candidate 2 points below on 1,000 texts that differ on those 20 only is outside one SE (~0.45 point):
     # a paired difference, consistent over the texts, is resolved by far fewer texts than the scores' own SE
-    worse = best.copy()
-    worse[np.flatnonzero(best)[:8]] = False
-    chosen, rows = pick([slow, _scored("quick", worse, targets, speed=500.0)], "accuracy", targets, LABELS)
-    assert chosen is slow and rows[1]["holds_best"] is False
+    chosen, rows = pick([slow, _scored("quick", _flip(best, 20, 0), targets, speed=500.0)], "accuracy", targets, LABELS)
+    assert chosen is slow and rows[1]["holds_best"] is False and rows[1]["beaten_by"] == ["slow"]
 
 
-def _flip(correct: np.ndarray, lose: int, win: int) -> np.ndarray:
-    """`correct` with its first `lose` right answers made wrong and its first `win` wrong ones made right."""
-    out = correct.copy()
-    out[np.flatnonzero(correct)[:lose]] = False
-    out[np.flatnonzero(~correct)[:win]] = True
-    return out
+def test_on_a_small_validation_split_the_cheaper_candidate_holds_only_where_its_loss_is_bounded():
+    # ag_business_tech: 249 carved texts, the wide-and-deep model 2 texts ahead of its bag. One SE (~1.3
+    # points) does not resolve that, so the tolerance alone let the bag ship; its loss could be 2 points
+    rng = np.random.default_rng(1)
+    targets = rng.integers(0, 2, 249)
+    right = rng.random(249) < 0.9
+    deep = _scored("wide_and_deep", right, targets, speed=60.0, size=100.0)
+    bag = _scored("bag_of_terms", _flip(right, 6, 4), targets, speed=3000.0, size=10.0)
+    chosen, rows = pick([deep, bag], "accuracy", targets, LABELS)
+    assert rows[1]["beaten_by"] == [] and 2 / 249 < rows[1]["tolerance"]  # within the tolerance ...
+    assert rows[1]["loss_bound"] == pytest.approx(2 / 249 + (rows[1]["tolerance"] - 1 / 249))
+    assert rows[1]["loss_bound"] > MAX_LOSS and rows[1]["holds_best"] is False  # ... but not bounded
+    assert chosen is deep
+    # the same two texts among 5,000: bounded (SE ~0.06 point), and the bag ships
+    targets = rng.integers(0, 2, 5000)
+    right = rng.random(5000) < 0.9
+    deep = _scored("wide_and_deep", right, targets, speed=60.0, size=100.0)
+    bag = _scored("bag_of_terms", _flip(right, 6, 4), targets, speed=3000.0, size=10.0)
+    chosen, rows = pick([deep, bag], "accuracy", targets, LABELS)
+    assert chosen is bag and rows[1]["loss_bound"] < MAX_LOSS
+    # a loss is not on a 0-1 scale: no margin, the tolerance alone
+    chosen, rows = pick([deep, bag], "loss", targets, LABELS)
+    assert "loss_bound" not in rows[1]
 
 
 @pytest.mark.parametrize("seed", range(5))
@@ -93,9 +115,9 @@ def test_the_correction_is_one_text_of_those_compared_and_only_for_metrics_that_
 
 def test_two_bags_are_compared_on_their_out_of_fold_training_logits_too():
     rng = np.random.default_rng(3)
-    targets, train_targets = rng.integers(0, 2, 400), rng.integers(0, 2, 5000)
-    base, train_base = rng.random(400) < 0.85, rng.random(5000) < 0.85
-    pairs_val, triples_val = base, _flip(base, 3, 5)  # triples 0.5 point ahead on validation: within one SE
+    targets, train_targets = rng.integers(0, 2, 1000), rng.integers(0, 2, 5000)
+    base, train_base = rng.random(1000) < 0.85, rng.random(5000) < 0.85
+    pairs_val, triples_val = base, _flip(base, 3, 5)  # triples 0.2 point ahead on validation: within one SE
     deep = _scored("wide_and_deep", _flip(base, 4, 6), targets, speed=200.0, size=90.0)  # level with the triples
     pairs = _scored("bag_of_terms", pairs_val, targets, speed=20000.0, size=4.0)
     triples = _scored("bag_of_terms_3", triples_val, targets, speed=15000.0, size=16.0)
@@ -103,7 +125,7 @@ def test_two_bags_are_compared_on_their_out_of_fold_training_logits_too():
     chosen, rows = pick([deep, pairs, triples], "accuracy", targets, LABELS)
     assert chosen is pairs and all(r["holds_best"] for r in rows)
     # the bags' out-of-fold logits of 5,000 training texts: the triples 0.6 point ahead there too, which
-    # 5,400 texts resolve (SE ~0.15); the pairs no longer hold, the triples are then the fastest that do
+    # 6,000 texts resolve (SE ~0.15); the pairs no longer hold, the triples are then the fastest that do
     pairs.out_of_fold = _logits(train_base, train_targets)
     triples.out_of_fold = _logits(_flip(train_base, 20, 50), train_targets)
     chosen, rows = pick([deep, pairs, triples], "accuracy", targets, LABELS, train_targets)
@@ -111,7 +133,7 @@ def test_two_bags_are_compared_on_their_out_of_fold_training_logits_too():
     assert rows[1]["holds_best"] is False and rows[1]["beaten_by"] == ["bag_of_terms_3"]
     assert rows[2]["holds_best"] and rows[0]["holds_best"]
     # against the encoder, which has no out-of-fold logits, each bag is compared on validation alone
-    assert rows[1]["compared_texts"] == rows[2]["compared_texts"] == 400
+    assert rows[1]["compared_texts"] == rows[2]["compared_texts"] == 1000
     # the same lead on the folds, but the pairs ahead: the pairs hold, and ship
     triples.out_of_fold = _logits(_flip(train_base, 50, 20), train_targets)
     assert pick([deep, pairs, triples], "accuracy", targets, LABELS, train_targets)[0] is pairs
