@@ -9,9 +9,9 @@ import pytest
 import torch
 
 from tfm_cls.classify.candidates import (
+    MAX_LOSS,
     Choice,
     Scored,
-    MAX_LOSS,
     paired_se,
     pick,
     same_logits,
