@@ -31,7 +31,9 @@ timing's own noise: of those within SPEED_NOISE of the fastest, the smallest fil
 encoder and its bag of terms time alike on a shared CPU, and which one reads faster would be
 chance; the size is exact). One standard error,
 not a fixed margin, so the tolerance shrinks with a larger validation split and never trades a
-difference the split can resolve for speed. docs/recipe.md measures the rule on sets it was not
+difference the split can resolve for speed; and on a 0-1 metric a candidate holds only where the best's
+lead over it plus one paired SE is at most MAX_LOSS, so a split too small to resolve anything does not
+trade an unbounded loss for speed either. docs/recipe.md measures the rule on sets it was not
 chosen on.
 
 Every candidate not shipped is kept in RUN/candidates/NAME/ (model_config.json, model.safetensors):
@@ -251,7 +253,7 @@ the tolerance. The tolerance alone asks for evidence of a loss, which a small va
 give: ag_business_tech (docs/recipe.md), 249 carved texts, shipped a bag 0.8 point behind the
 wide-and-deep model there (inside a tolerance of 1.4) and 1.7-1.9 behind it on test; with the margin the
 bag holds only where its loss is bounded, lead + SE <= 1 point (there 0.8 + 1.0). Chosen after that set;
-of the other 17 choices the runs of docs/recipe.md recorded, it changes none (their bounds 0-0.8)."""
+the nine other choices of a cheaper candidate recorded in docs/recipe.md's runs keep it (bounds 0-0.8)."""
 UNBOUNDED = ("loss", "mse")
 """Metrics not on a 0-1 scale: MAX_LOSS does not apply."""
 COUNTED = ("accuracy", "subset_accuracy")
