@@ -311,7 +311,7 @@ def pick(scored: list[Scored], metric: str, targets: np.ndarray, labels: list[st
     for candidate in scored[1:]:
         if is_better(metric, candidate.validation[metric], best.validation[metric]):
             best = candidate
-    leads: dict[tuple[int, int], tuple[float, float, int]] = {}
+    leads: dict[tuple[int, int], tuple[float, float, int, float]] = {}  # (lead, tolerance, texts, SE)
     for i, a in enumerate(scored):
         for j in range(i + 1, len(scored)):
             lead, beats, count, se = _lead(a, scored[j], metric, targets, labels, train_targets)
