@@ -205,17 +205,16 @@ def classical_peers(data: Path, metric: str) -> tuple[dict[str, Any], dict[str, 
             "chosen_on_validation_test": baselines[deployed][metric] if deployed else None}, predicted
 
 
-def shipped_right(run: Path, data: Path) -> np.ndarray | None:
-    """Single-label runs on a folder with labels.json: whether the shipped model (RUN/model.onnx, run by
-    the torch-free runtime on one thread) gets each test text right, in the folder's order."""
+def shipped_right(run: Path, data: Path, test: Any) -> np.ndarray | None:
+    """Whether the shipped model (RUN/model.onnx, run by the torch-free runtime on one thread) gets each
+    text of the folder's single-label `test` split right, in its order; None without the folder's
+    labels.json (the names its class ids stand for)."""
     from tfm_cls.runtime.session import Classifier
 
-    splits, columns, _ = read_splits(data)
-    if columns.task != "single_label" or columns.pair is not None or not (data / "labels.json").is_file():
+    if not (data / "labels.json").is_file():
         return None
     names = json.loads((data / "labels.json").read_text(encoding="utf-8"))
     run_labels = json.loads((run / "labels.json").read_text(encoding="utf-8"))
-    test = splits["test"]
     scores, _, _ = Classifier(str(run / "model.onnx"), threads=1).classify(test.texts)
     predicted = [run_labels[i] for i in np.asarray(scores).argmax(axis=1)]
     return np.asarray([p == names[t] for p, t in zip(predicted, test.targets)])
@@ -224,14 +223,18 @@ def shipped_right(run: Path, data: Path) -> np.ndarray | None:
 def paired_against_classical(run: Path, data: Path, peers: dict[str, Any], predicted: dict[str, np.ndarray],
                              metric: str) -> dict[str, Any] | None:
     """The shipped model's accuracy lead (paired SE) on test over the benchmark's best classical model on
-    test and over the one its own validation picks: how far a miss or a lead is from the split's noise."""
+    test and over the one its own validation picks: how far a miss or a lead is from the split's noise.
+    Single texts only (`predicted` holds single-label predictions: classical_peers)."""
     if metric != "accuracy" or not predicted:
         return None
-    right = shipped_right(run, data)
+    splits, columns, _ = read_splits(data)
+    if columns.pair is not None:
+        return None
+    test = splits["test"]
+    right = shipped_right(run, data, test)
     if right is None:
         return None
-    splits, _, _ = read_splits(data)
-    targets = np.asarray(splits["test"].targets)
+    targets = np.asarray(test.targets)
     best = max(predicted, key=lambda name: peers["baselines"][name][metric])
     out = {"best classical": {"system": best, **paired_lead(right, predicted[best] == targets)}}
     chosen = peers["chosen_on_validation"]

@@ -36,12 +36,12 @@ HOLDOUT = 0.1
 
 def baseline_row(name: str, train: Split, validation: Split | None, test: Split,
                  tokenizer: Callable[[str], list[str]] | None = None,
-                 system: str | None = None) -> tuple[dict[str, Any], SelectedBaseline]:
+                 system: str | None = None, predictions: bool = False) -> tuple[dict[str, Any], SelectedBaseline]:
     """Fit baseline `name` (its grid value picked on `validation`) and score it on `test`: the
     row (the task's test metrics; `metric_name` / `metric`: the picking metric on test,
     `validation_metric` on validation; train_minutes: fitting and picking; predict_texts_per_s:
     features and decisions from raw test texts) and the fitted baseline. `system` names the row
-    (default `name`)."""
+    (default `name`); `predictions` (single-label): the test decisions too, `test_predicted`."""
     fitted = SelectedBaseline(name, tokenizer).fit(train, validation)
     start = time.perf_counter()
     predicted = fitted.predict(test.texts, test.pairs)
@@ -51,6 +51,8 @@ def baseline_row(name: str, train: Split, validation: Split | None, test: Split,
     row = {"system": system or name, **metrics, "metric_name": spec.metric, "metric": metrics[spec.metric],
            "validation_metric": fitted.validation_score_, "train_minutes": fitted.fit_seconds_ / 60,
            "predict_texts_per_s": len(test.texts) / max(seconds, 1e-9), spec.param: fitted.param_}
+    if predictions and spec.task == "single_label":
+        row["test_predicted"] = np.asarray(predicted).astype(int).tolist()
     return row, fitted
 
 
@@ -146,10 +148,8 @@ def tfidf_baseline(name: str, splits: dict[str, Split], seed: int = 0, predictio
         else:
             fit_on, validation = holdout(train, system.task, seed)
             selected_by = f"{HOLDOUT:.0%} of train held out"
-        row, fitted = baseline_row(name, fit_on, validation, test)
+        row, _ = baseline_row(name, fit_on, validation, test, predictions=predictions)
         row.update(selected_by=selected_by, cpu_minutes=clock.minutes)
-        if predictions and system.task == "single_label":
-            row["test_predicted"] = np.asarray(fitted.predict(test.texts, test.pairs)).astype(int).tolist()
         return row
     picked = cross_validated(name, train, seed=seed)
     vectorizer, model = picked["model"]
