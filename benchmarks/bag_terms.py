@@ -75,7 +75,13 @@ def _tokenizer(folder: Path, texts: list[str]) -> Any:
 
 
 def _tokenized(tokenizer: Any, texts: list[str], targets: np.ndarray) -> TokenizedSplit:
-    ids = [e.ids for e in tokenizer.encode_batch(texts)]
+    """Each text's ids unpadded, as the recipe's tokenized splits hold them (`collate` pads each batch
+    and masks the padding; ids padded here would be counted by the bag as tokens, (pad, pad) pairs)."""
+    from tokenizers import Tokenizer
+
+    unpadded = Tokenizer.from_str(tokenizer.to_str())
+    unpadded.no_padding()
+    ids = [e.ids for e in unpadded.encode_batch(texts)]
     return TokenizedSplit(input_ids=ids, labels=np.asarray(targets), lengths=np.array([len(r) for r in ids]),
                           num_truncated=0, num_empty=0)
 

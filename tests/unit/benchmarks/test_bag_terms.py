@@ -5,10 +5,13 @@ from __future__ import annotations
 
 import json
 
+import numpy as np
+import torch
 from kits.tiny_topics import write_dataset
 
 from benchmarks import bag_terms
-from tfm_cls.classify.wide_fit import HINGE_C
+from tfm_cls.classify.wide_fit import HINGE_C, bag_matrix, set_idf
+from tfm_cls.model.wide import WideBranch
 
 # the class is the order of the same three words: single tokens say nothing, pairs and triples all
 ORDERS = {0: "river stone cloud", 1: "stone cloud river", 2: "cloud river stone"}
@@ -92,3 +95,19 @@ def test_a_c_order_adds_each_tokens_character_grams_which_read_words_training_ne
     assert row["lead"]["test"]["texts"] == 40 and "out_of_fold + validation" not in row["lead"]
     assert abs(row["lead"]["test"]["lead"] - (row["ngrams_2c"]["test"] - row["ngrams_2"]["test"])) < 1e-9
     assert "ngrams 2c minus ngrams 2" in printed
+
+
+def test_the_split_holds_each_texts_ids_unpadded_so_its_bag_is_the_texts_alone(tmp_path):
+    # texts of different lengths encoded together: padded ids would count (pad, pad) pairs in the shorter ones
+    texts = ["a short one", "a much longer text with many more words than the first one holds"]
+    folder = write_dataset(tmp_path / "en", {"train": [{"text": t, "label": i % 2} for i, t in enumerate(texts * 5)]})
+    tokenizer = bag_terms._tokenizer(folder, texts)
+    split = bag_terms._tokenized(tokenizer, texts, np.array([0, 1]))
+    assert [len(ids) for ids in split.input_ids] == [len(tokenizer.encode(t).ids) for t in texts]  # one text: no padding
+    assert 0 not in split.input_ids[0] and list(split.lengths) == [len(ids) for ids in split.input_ids]
+    branch = WideBranch(tokenizer.get_vocab_size(), 2, 0, "tfidf", 2, 4096)
+    set_idf(branch, split)
+    together = bag_matrix(branch, split).to_dense()
+    alone = bag_matrix(branch, bag_terms._tokenized(tokenizer, texts[:1], np.array([0]))).to_dense()
+    assert torch.equal(together[0], alone[0])
+    assert float(together[0, branch.vocab_size]) == 0.0  # the bucket (pad, pad) hashes to holds nothing
