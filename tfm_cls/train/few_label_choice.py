@@ -84,15 +84,24 @@ def ships_bag(lead: float, needed: float, ship_bag: bool, prefer_bag: bool) -> b
     return lead >= -needed if prefer_bag else ship_bag and lead > needed
 
 
-def _bag_model(model: nn.Module, split: TokenizedSplit, num_outputs: int,
-               skip_ids: list[int]) -> BagOfTermsClassifier:
-    """A bag-of-terms model over the model's vocabulary, not counting `skip_ids`, its IDF table from
-    the labelled texts."""
-    config = model.config
+def bag_model(vocab_size: int, pad_id: int, split: TokenizedSplit, num_outputs: int,
+              skip_ids: Sequence[int]) -> BagOfTermsClassifier:
+    """A bag-of-terms model over a vocabulary of `vocab_size` ids, not counting `skip_ids`, its IDF
+    table from the labelled texts `split`; its weights zero until `fit_bag`."""
     max_len = max((len(ids) for ids in split.input_ids), default=2)
-    bag = BagOfTermsClassifier(config["vocab_size"], num_outputs, config.get("pad_token_id", PAD_ID), max(max_len, 2),
-                               "tfidf", 2, BUCKETS, wide_skip_ids=skip_ids)
+    bag = BagOfTermsClassifier(vocab_size, num_outputs, pad_id, max(max_len, 2), "tfidf", 2, BUCKETS,
+                               wide_skip_ids=list(skip_ids))
     set_idf(bag.wide, split)
+    return bag
+
+
+def fit_bag(bag: BagOfTermsClassifier, bags: torch.Tensor, targets: torch.Tensor, head: Any) -> BagOfTermsClassifier:
+    """`bag` fitted on every labelled text: its rows `bags` [N, rows] (bag_matrix) and `targets`, the
+    head's loss, C = BAG_C; returns `bag`."""
+    weights, bias = _fit(bags, targets, head.loss, torch.zeros(bag.bias.numel()), BAG_C)
+    with torch.no_grad():
+        bag.wide.weight.copy_(weights)
+        bag.bias.copy_(bias)
     return bag
 
 
@@ -112,7 +121,7 @@ def cross_validate(cfg: Any, model: nn.Module, split: TokenizedSplit, labels: li
     folds = folds_of(targets, k, cfg.seed)
     num_outputs = head.num_outputs(len(labels))
 
-    bag = _bag_model(model, split, num_outputs, list(bag_skips))
+    bag = bag_model(model.config["vocab_size"], model.config.get("pad_token_id", PAD_ID), split, num_outputs, bag_skips)
     bags = bag_matrix(bag.wide, split)  # [N, rows] sparse
     target_tensor = torch.from_numpy(split.row_labels(list(range(split.num_rows))))
     zero_bias = torch.zeros(num_outputs)
@@ -141,11 +150,8 @@ def cross_validate(cfg: Any, model: nn.Module, split: TokenizedSplit, labels: li
     cc = cfg.contrastive
     chosen = ("bag_of_terms" if ships_bag(gap if HIGHER_IS_BETTER[metric] else -gap, needed, cc.ship_bag, cc.prefer_bag)
               else "encoder")
-    if chosen == "bag_of_terms":  # fitted on every labelled text
-        weights, bias = _fit(bags, target_tensor, head.loss, zero_bias, BAG_C)
-        with torch.no_grad():
-            bag.wide.weight.copy_(weights)
-            bag.bias.copy_(bias)
+    if chosen == "bag_of_terms":
+        fit_bag(bag, bags, target_tensor, head)
     speed = {"bag_of_terms": texts_per_second(bag, split, bag.config["pad_token_id"] or 0),
              "encoder": texts_per_second(model, split, model.config.get("pad_token_id") or 0)}
     front = [{"name": name, "validation": {metric: value}, "scored_by": f"{k}-fold cross-validation on the "

@@ -10,6 +10,7 @@ import torch
 from kits.tiny_topics import write_dataset
 
 from benchmarks import bag_terms
+from benchmarks.harness.tokens import run_tokenizer, tokenized
 from tfm_cls.classify.wide_fit import HINGE_C, bag_matrix, set_idf
 from tfm_cls.model.wide import WideBranch
 
@@ -70,12 +71,12 @@ def test_out_of_fold_the_last_order_leads_the_first_where_the_order_of_the_words
 def test_characters_minilm_reads_as_unk_get_tokens_where_the_planner_extends_the_vocabulary(tmp_path):
     texts = ["ᚠᚢᚦ ᚨᚱᚲ"] * 10  # runes: not in MiniLM's vocabulary
     runes = write_dataset(tmp_path / "runes", {"train": [{"text": t, "label": i % 2} for i, t in enumerate(texts)]})
-    tokenizer = bag_terms._tokenizer(runes, texts)
+    tokenizer = run_tokenizer(runes, texts)
     ids = tokenizer.encode(texts[0], add_special_tokens=False).ids
     assert tokenizer.token_to_id("[UNK]") not in ids and len(set(ids)) == 6
     english = write_dataset(tmp_path / "en", {"train": [{"text": "plain english words", "label": i % 2}
                                                         for i in range(10)]})
-    assert bag_terms._tokenizer(english, ["plain english words"] * 10).get_vocab_size() == 30522
+    assert run_tokenizer(english, ["plain english words"] * 10).get_vocab_size() == 30522
 
 
 def test_a_c_order_adds_each_tokens_character_grams_which_read_words_training_never_held(tmp_path, capsys):
@@ -101,13 +102,13 @@ def test_the_split_holds_each_texts_ids_unpadded_so_its_bag_is_the_texts_alone(t
     # texts of different lengths encoded together: padded ids would count (pad, pad) pairs in the shorter ones
     texts = ["a short one", "a much longer text with many more words than the first one holds"]
     folder = write_dataset(tmp_path / "en", {"train": [{"text": t, "label": i % 2} for i, t in enumerate(texts * 5)]})
-    tokenizer = bag_terms._tokenizer(folder, texts)
-    split = bag_terms._tokenized(tokenizer, texts, np.array([0, 1]))
+    tokenizer = run_tokenizer(folder, texts)
+    split = tokenized(tokenizer, texts, np.array([0, 1]))
     assert [len(ids) for ids in split.input_ids] == [len(tokenizer.encode(t).ids) for t in texts]  # one text: no padding
     assert 0 not in split.input_ids[0] and list(split.lengths) == [len(ids) for ids in split.input_ids]
     branch = WideBranch(tokenizer.get_vocab_size(), 2, 0, "tfidf", 2, 4096)
     set_idf(branch, split)
     together = bag_matrix(branch, split).to_dense()
-    alone = bag_matrix(branch, bag_terms._tokenized(tokenizer, texts[:1], np.array([0]))).to_dense()
+    alone = bag_matrix(branch, tokenized(tokenizer, texts[:1], np.array([0]))).to_dense()
     assert torch.equal(together[0], alone[0])
     assert float(together[0, branch.vocab_size]) == 0.0  # the bucket (pad, pad) hashes to holds nothing
