@@ -100,6 +100,10 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--samples", required=True, help="where the samples are written (and reused)")
     parser.add_argument("--out", default=str(OUT))
     args = parser.parse_args(argv)
+    for folder in map(Path, args.data):
+        missing = [name for name in ("train.jsonl", "test.jsonl") if not (folder / name).is_file()]
+        if missing:
+            parser.error(f"--data {folder}: no {' or '.join(missing)} (samples are drawn from train, scored on test)")
     torch.set_num_threads(1)
     rows, groups = [], {}
     for folder in map(Path, args.data):

@@ -6,6 +6,7 @@ import json
 import random
 
 import numpy as np
+import pytest
 from kits.tiny_topics import make_texts, write_dataset
 from sklearn.feature_extraction.text import TfidfVectorizer
 from sklearn.linear_model import LogisticRegression
@@ -64,3 +65,13 @@ def test_the_bag_is_scikit_learns_logistic_regression_over_the_runs_tokens_and_t
     assert few_label_bag.main(["--data", str(source), "--shots", "6", "--seeds", "2", "--samples",
                                str(tmp_path / "samples"), "--out", str(tmp_path / "out2")]) == 0
     assert (sample / "train.jsonl").read_text() == written
+
+
+def test_a_folder_without_its_splits_is_one_usage_error_before_any_sample_is_drawn(tmp_path, capsys):
+    (tmp_path / "half").mkdir()
+    (tmp_path / "half" / "train.jsonl").write_text('{"text": "a", "label": 0}\n')
+    with pytest.raises(SystemExit) as stopped:
+        few_label_bag.main(["--data", str(tmp_path / "half"), "--samples", str(tmp_path / "samples")])
+    assert stopped.value.code == 2
+    assert f"--data {tmp_path / 'half'}: no test.jsonl" in capsys.readouterr().err
+    assert not (tmp_path / "samples").exists()
