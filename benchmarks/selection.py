@@ -126,7 +126,8 @@ def measure(data: Path, run: Path, args: argparse.Namespace) -> dict[str, Any]:
                            "stopped": metrics.get("stopped"), "wall_clock": metrics.get("wall_clock")}
     baseline = metrics.get("baseline") or {}
     row["sklearn_baseline"] = {"model": baseline.get("model"), "test": (baseline.get("test") or {}).get(metric)}
-    row["classical"], predicted = classical_peers(data, metric)
+    splits, columns, _ = read_splits(data)  # once: the classical fits and the paired lead read them
+    row["classical"], predicted = classical_peers(splits, columns, metric)
     peers = [b[metric] for b in row["classical"]["baselines"].values() if b.get(metric) is not None]
     if not candidates:  # one model: nothing was chosen
         row["shipped"] = "the only model"
@@ -160,7 +161,7 @@ def measure(data: Path, run: Path, args: argparse.Namespace) -> dict[str, Any]:
     deep = by_name.get("wide_and_deep")
     row["speedup_over_wide_and_deep"] = (shipped["onnx_texts_per_second"] / deep["onnx_texts_per_second"]
                                          if deep and deep.get("onnx_texts_per_second") else None)
-    row["paired_test"] = paired_against_classical(run, data, row["classical"], predicted, metric)
+    row["paired_test"] = paired_against_classical(run, data, splits, columns, row["classical"], predicted, metric)
     encoder_adds_nothing = by_name.get("bag_of_terms", {}).get("holds_best", False)
     row["targets"] = {
         ">= best classical (test)": row["shipped_test"] >= row["best_classical_test"] - 1e-12
@@ -185,11 +186,11 @@ def _within_budget(timing: dict[str, Any]) -> bool | None:
     return timing["wall_seconds"] <= 1.05 * timing["budget_seconds"] if timing.get("wall_seconds") else None
 
 
-def classical_peers(data: Path, metric: str) -> tuple[dict[str, Any], dict[str, np.ndarray]]:
-    """The folder's TF-IDF baselines fitted here, independent of the run (benchmarks.recipe.tfidf_row),
-    each with its test `metric` (the run's `train.best_metric`, where the baseline reports it); and,
-    single-label, each one's test predictions (class ids of the folder's labels.json), not saved."""
-    splits, columns, _ = read_splits(data)
+def classical_peers(splits: dict[str, Any], columns: Any, metric: str) -> tuple[dict[str, Any], dict[str, np.ndarray]]:
+    """The folder's TF-IDF baselines (its `splits` and `columns`: read_splits) fitted here, independent of
+    the run (benchmarks.recipe.tfidf_row), each with its test `metric` (the run's `train.best_metric`, where
+    the baseline reports it); and, single-label, each one's test predictions (class ids of the folder's
+    labels.json), not saved."""
     found = tfidf_row(splits, columns, TASK_METRIC[columns.task], predictions=True)
     predicted = {name: np.asarray(entry.pop("test_predicted")) for name, entry in found["baselines"].items()
                  if "test_predicted" in entry}
@@ -220,14 +221,14 @@ def shipped_right(run: Path, data: Path, test: Any) -> np.ndarray | None:
     return np.asarray([p == names[t] for p, t in zip(predicted, test.targets)])
 
 
-def paired_against_classical(run: Path, data: Path, peers: dict[str, Any], predicted: dict[str, np.ndarray],
-                             metric: str) -> dict[str, Any] | None:
+def paired_against_classical(run: Path, data: Path, splits: dict[str, Any], columns: Any, peers: dict[str, Any],
+                             predicted: dict[str, np.ndarray], metric: str) -> dict[str, Any] | None:
     """The shipped model's accuracy lead (paired SE) on test over the benchmark's best classical model on
     test and over the one its own validation picks: how far a miss or a lead is from the split's noise.
-    Single texts only (`predicted` holds single-label predictions: classical_peers)."""
+    Single texts only (`predicted` holds single-label predictions: classical_peers); `splits` and
+    `columns`: the folder's (read_splits)."""
     if metric != "accuracy" or not predicted:
         return None
-    splits, columns, _ = read_splits(data)
     if columns.pair is not None:
         return None
     test = splits["test"]

@@ -140,17 +140,15 @@ def test_the_paired_lead_is_the_mean_difference_per_text_with_its_standard_error
     from types import SimpleNamespace
 
     monkeypatch.setattr(selection, "shipped_right", lambda run, data, test: np.array([True, True, False, True]))
-    monkeypatch.setattr(selection, "read_splits", lambda data: ({"test": Split(["a", "b", "c", "d"], targets)},
-                                                                SimpleNamespace(pair=None), 2))
+    splits = {"test": Split(["a", "b", "c", "d"], targets)}
+    single, pairs = SimpleNamespace(pair=None), SimpleNamespace(pair="text_pair")
     peers = {"baselines": {"lr": {"accuracy": 0.25}, "svm": {"accuracy": 0.5}}, "chosen_on_validation": "lr"}
     predicted = {"lr": np.array([0, 0, 0, 1]), "svm": np.array([0, 1, 0, 1])}  # right: 1000 and 1100
-    paired = selection.paired_against_classical(tmp_path, tmp_path, peers, predicted, "accuracy")
+    paired = selection.paired_against_classical(tmp_path, tmp_path, splits, single, peers, predicted, "accuracy")
     # against svm (the best on test): differences 0 0 0 1; against lr: 0 1 0 1
     assert paired["best classical"] == {"system": "svm", "lead": 0.25, "se": pytest.approx(0.25), "texts": 4}
     lead = paired["classical chosen on validation"]
     assert lead["system"] == "lr" and lead["lead"] == 0.5 and lead["se"] == pytest.approx(np.std([0, 1, 0, 1], ddof=1) / 2)
-    assert selection.paired_against_classical(tmp_path, tmp_path, peers, predicted, "micro_f1") is None
+    assert selection.paired_against_classical(tmp_path, tmp_path, splits, single, peers, predicted, "micro_f1") is None
     # sentence pairs: the runtime would read the first texts alone, so no paired lead
-    monkeypatch.setattr(selection, "read_splits", lambda data: ({"test": Split(["a", "b", "c", "d"], targets)},
-                                                                SimpleNamespace(pair="text_pair"), 2))
-    assert selection.paired_against_classical(tmp_path, tmp_path, peers, predicted, "accuracy") is None
+    assert selection.paired_against_classical(tmp_path, tmp_path, splits, pairs, peers, predicted, "accuracy") is None
