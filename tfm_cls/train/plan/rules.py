@@ -287,7 +287,7 @@ def _fine_tune(c: _Choices, profile: DataProfile, minutes: float, wide: bool) ->
             c.set("the tokens are word pieces: each also counts its character 2-5-grams, a second bag normalised on "
                   "its own (the classical word + char_wb model's character view, from the ids alone): in 5-minute runs "
                   "the bag's test score moved +0.1 to +2.8 on six of eight English sets, -0.3 and -0.4 on two; "
-                  "fitted alone, +2.2 on emotions6 and within a standard error on four others (docs/recipe.md, "
+                  "fitted alone, +2.2 on emotions6, -1.8 on trec, within a standard error on three others (docs/recipe.md, "
                   "\"The bag's character view\")", wide__char_grams=True)
         else:
             ngrams, buckets = character_bag(max(1, len(profile.labels)))
