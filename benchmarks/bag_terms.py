@@ -39,6 +39,7 @@ from typing import Any
 import numpy as np
 import torch
 
+from benchmarks.harness.options import check_folders
 from benchmarks.harness.results import OUT, environment, lead_line, paired_lead, write_results
 from benchmarks.harness.samples import single_label_splits
 from benchmarks.harness.tokens import run_tokenizer, tokenized
@@ -182,6 +183,7 @@ def main(argv: list[str] | None = None) -> int:
             parser.error(f"--ngrams: 1, 2 or 3, each with an optional c (the character view), got {order!r}")
     if len(args.buckets) not in (1, len(args.ngrams)):
         parser.error(f"--buckets: one value or one for each of the {len(args.ngrams)} orders, got {len(args.buckets)}")
+    check_folders(parser, args.data)
     torch.set_num_threads(1)
     rows = []
     for folder in args.data:

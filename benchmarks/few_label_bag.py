@@ -29,6 +29,7 @@ import numpy as np
 import torch
 
 from benchmarks.harness.baselines import tfidf_row
+from benchmarks.harness.options import check_folders
 from benchmarks.harness.results import OUT, environment, paired_lead, write_results
 from benchmarks.harness.samples import read_splits, write_sample
 from benchmarks.harness.tokens import planned, run_tokenizer, tokenized
@@ -99,10 +100,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--samples", required=True, help="where the samples are written (and reused)")
     parser.add_argument("--out", default=str(OUT))
     args = parser.parse_args(argv)
-    for folder in map(Path, args.data):
-        missing = [name for name in ("train.jsonl", "test.jsonl") if not (folder / name).is_file()]
-        if missing:
-            parser.error(f"--data {folder}: no {' or '.join(missing)} (samples are drawn from train, scored on test)")
+    check_folders(parser, args.data, why="samples are drawn from train, scored on test")
     torch.set_num_threads(1)
     rows, groups = [], {}
     for folder in map(Path, args.data):

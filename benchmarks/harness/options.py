@@ -22,3 +22,12 @@ def add_inference_options(parser: argparse.ArgumentParser, run: bool = True, thr
                                  "than idle cores make torch's OpenMP spin-waits explode)")
     parser.add_argument("--quick", action="store_true", help="few texts and runs, tiny training: checks the module works")
     parser.add_argument("--out", type=Path, default=OUT, help="results folder (default: %(default)s)")
+
+
+def check_folders(parser: argparse.ArgumentParser, folders: list[str], needed: tuple[str, ...] = ("train.jsonl", "test.jsonl"),
+                  why: str = "a benchmark fits on train and scores on test") -> None:
+    """One usage error (exit 2) naming the first `--data` folder without one of `needed`, before any work."""
+    for folder in map(Path, folders):
+        missing = [name for name in needed if not (folder / name).is_file()]
+        if missing:
+            parser.error(f"--data {folder}: no {' or '.join(missing)} ({why})")

@@ -84,7 +84,7 @@ def ships_bag(lead: float, needed: float, ship_bag: bool, prefer_bag: bool) -> b
     return lead >= -needed if prefer_bag else ship_bag and lead > needed
 
 
-def bag_model(vocab_size: int, pad_id: int, split: TokenizedSplit, num_outputs: int,
+def bag_model(vocab_size: int, pad_id: int | None, split: TokenizedSplit, num_outputs: int,
               skip_ids: Sequence[int]) -> BagOfTermsClassifier:
     """A bag-of-terms model over a vocabulary of `vocab_size` ids, not counting `skip_ids`, its IDF
     table from the labelled texts `split`; its weights zero until `fit_bag`."""

@@ -6,6 +6,7 @@ from __future__ import annotations
 import json
 
 import numpy as np
+import pytest
 import torch
 from kits.tiny_topics import write_dataset
 
@@ -112,3 +113,11 @@ def test_the_split_holds_each_texts_ids_unpadded_so_its_bag_is_the_texts_alone(t
     alone = bag_matrix(branch, tokenized(tokenizer, texts[:1], np.array([0]))).to_dense()
     assert torch.equal(together[0], alone[0])
     assert float(together[0, branch.vocab_size]) == 0.0  # the bucket (pad, pad) hashes to holds nothing
+
+
+def test_a_folder_without_its_test_split_is_one_usage_error(tmp_path, capsys):
+    folder = write_dataset(tmp_path / "half", {"train": _rows(5)})
+    with pytest.raises(SystemExit) as stopped:
+        bag_terms.main(["--data", str(folder), "--out", str(tmp_path / "out")])
+    assert stopped.value.code == 2
+    assert f"--data {folder}: no test.jsonl" in capsys.readouterr().err and not (tmp_path / "out").exists()
