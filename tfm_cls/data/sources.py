@@ -15,7 +15,6 @@ from __future__ import annotations
 import csv
 import dataclasses
 import importlib.util
-import json
 import logging
 import os
 import socket
@@ -29,6 +28,7 @@ from datasets import ClassLabel, Dataset, DatasetDict, load_dataset
 from tfm_cls.config import BBC_CORPUS, DataConfig
 from tfm_cls.data.targets import row_place, targets_of
 from tfm_cls.errors import DataError
+from tfm_cls.runtime.jsonl import read_jsonl
 
 logger = logging.getLogger(__name__)
 
@@ -126,13 +126,12 @@ def _read(files: dict[str, Path], where: Path) -> DatasetDict:
 
 def _columns_by_line(file: Path):
     """(line number, column names) of each record of a JSON Lines file, or of a CSV file's header."""
-    with open(file, encoding="utf-8", errors="replace", newline="") as f:
-        if file.suffix == ".csv":
+    if file.suffix == ".csv":
+        with open(file, encoding="utf-8", errors="replace", newline="") as f:
             yield 1, next(csv.reader(f), [])
-            return
-        for number, line in enumerate(f, 1):
-            if line.strip():
-                yield number, list(json.loads(line))
+        return
+    for number, row in read_jsonl(file, invalid_utf8="replace", error=DataError):  # lines end at "\n" only
+        yield number, list(row)
 
 
 def _first_foreign_column(files: dict[str, Path]) -> None:
@@ -289,16 +288,11 @@ def first_bad_json_line(file: Path) -> None:
     other files or where every line parses (the reader's own error then stands)."""
     if file.suffix != ".jsonl":
         return
-    with open(file, encoding="utf-8", errors="replace") as f:
-        for number, line in enumerate(f, 1):
-            if not line.strip():
-                continue
-            try:
-                row = json.loads(line)
-            except ValueError as err:
-                raise DataError(f"{file}, line {number}: not valid JSON ({err}); each line must be one JSON object") from None
-            if not isinstance(row, dict):
-                raise DataError(f"{file}, line {number}: expected a JSON object, got {type(row).__name__}")
+    try:
+        for _ in read_jsonl(file, invalid_utf8="replace", error=DataError, objects=True):  # "\n" only, as datasets
+            pass
+    except DataError as err:
+        raise DataError(f"{err}; each line must be one JSON object") from None
 
 
 def _carve(train: Dataset, fraction: float, seed: int, what: str, source: str) -> tuple[Dataset, Dataset]:

@@ -24,6 +24,7 @@ from datasets import ClassLabel, Dataset, DatasetDict, Sequence, Value
 from tfm_cls.config import DataConfig
 from tfm_cls.errors import DataError
 from tfm_cls.runtime.heads import MULTI_LABEL, REGRESSION, SINGLE_LABEL
+from tfm_cls.runtime.readers import Stats, decoded_lines
 
 logger = logging.getLogger(__name__)
 
@@ -54,8 +55,8 @@ def row_place(where: str, row: int) -> str:
     path = Path(where)
     if path.suffix in (".jsonl", ".csv") and path.is_file():
         with open(path, encoding="utf-8", errors="replace", newline="") as f:
-            if path.suffix == ".jsonl":
-                rows = (number for number, line in enumerate(f, 1) if line.strip())
+            if path.suffix == ".jsonl":  # lines end at "\n" only, as the JSON Lines readers split them
+                rows = (number for number, line in decoded_lines(f.buffer, where, "replace", Stats()) if line.strip())
             else:
                 reader = csv.reader(f)
                 next(reader, None)  # the header

@@ -1,7 +1,7 @@
 """Input texts for inference: txt / jsonl / csv / tsv / stdin read lazily, one Record a line or row.
 
 The one line reader of tfm_cls (`decoded_lines`: predict, eval, quantize and pretraining text
-files use it too): lines end at "\n" only, invalid UTF-8 is an error naming the line and byte
+files use it too; JSON Lines files go through it in runtime/jsonl.py): lines end at "\n" only, invalid UTF-8 is an error naming the line and byte
 offset unless replaced, and every line gives a record (an empty one included), so outputs align
 with inputs by position."""
 
@@ -14,9 +14,9 @@ import os
 import sys
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, field
-from typing import Any
 
 from tfm_cls.errors import InferenceError
+from tfm_cls.runtime.jsonl import json_lines  # noqa: F401 (the one JSON Lines parser; pretrain and quantize import it from here)
 
 INPUT_FORMATS = ("txt", "jsonl", "csv", "tsv")
 EXTENSIONS = {".txt": "txt", ".jsonl": "jsonl", ".ndjson": "jsonl", ".csv": "csv", ".tsv": "tsv"}
@@ -92,19 +92,6 @@ def decoded_lines(stream, name: str, invalid_utf8: str, stats: Stats) -> Iterato
             line = line.removeprefix("\ufeff")  # a byte-order mark is not part of the text
         offset += size
         yield lineno, line
-
-
-def json_lines(lines: Iterable[tuple[int, str]], name: str) -> Iterator[tuple[int, Any]]:
-    """(line number, value) of every non-blank line of a JSONL file, from its `decoded_lines`; a
-    line that does not parse is an InferenceError naming `name` and the line."""
-    for lineno, line in lines:
-        if not line.strip():
-            continue
-        try:
-            value = json.loads(line)
-        except json.JSONDecodeError as err:
-            raise InferenceError(f"{name}:{lineno}: not valid JSON ({err.msg})") from None
-        yield lineno, value
 
 
 def read_records(

@@ -1,7 +1,8 @@
 """The labelled data folder (DIR: train.jsonl, optional validation / test, labels.json): its texts
 and labels read for suggest, and new labels appended to DIR/train.jsonl by the label page.
 
-An append rewrites train.jsonl through io.atomic_path (a crash leaves the old file or the new
+Lines end at "\\n" only (runtime.jsonl: a text holding U+2028 or U+0085 stays one row). An append
+rewrites train.jsonl through runtime.jsonl.append_jsonl (a crash leaves the old file or the new
 one, never a torn line) under an exclusive lock on DIR/.train.jsonl.lock (a second tab or a second
 `tfm-cls label` waits its turn instead of overwriting the first's rows); a text already in the
 file is not added twice. Labels are written as the file writes them: indices where its rows hold
@@ -12,7 +13,6 @@ from __future__ import annotations
 import contextlib
 import dataclasses
 import fcntl
-import json
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -20,7 +20,7 @@ from typing import Any
 import numpy as np
 
 from tfm_cls.errors import DataError
-from tfm_cls.io import atomic_path
+from tfm_cls.runtime.jsonl import append_jsonl, read_jsonl
 from tfm_cls.suggest.names import LabelNames, read_labels
 from tfm_cls.suggest.pool import text_key
 
@@ -49,17 +49,9 @@ class Labelled:
 
 
 def _rows(path: Path) -> Iterator[tuple[int, dict[str, Any]]]:
-    with path.open(encoding="utf-8", errors="replace") as f:
-        for lineno, line in enumerate(f, 1):
-            if not line.strip():
-                continue
-            try:
-                row = json.loads(line)
-            except json.JSONDecodeError as err:
-                raise DataError(f"{path}, line {lineno}: not valid JSON ({err.msg})") from None
-            if not isinstance(row, dict):
-                raise DataError(f"{path}, line {lineno}: expected a JSON object with a text and a label")
-            yield lineno, row
+    """(line, row) of a JSON Lines file of the folder: lines end at "\\n" only (runtime.jsonl), a line
+    that is not one JSON object or holds invalid UTF-8 is a DataError naming it (as training says)."""
+    return read_jsonl(path, error=DataError, objects=True)
 
 
 def _index(value: Any, names: list[str], where: str) -> int:
@@ -126,8 +118,7 @@ def append_labels(folder: str | Path, rows: list[dict[str, Any]], names: list[st
     folder = Path(folder)
     path = folder / TRAIN
     with locked(folder):
-        old = path.read_bytes() if path.is_file() else b""
-        existing = [json.loads(line) for line in old.decode("utf-8", errors="replace").splitlines() if line.strip()]
+        existing = [r for _, r in read_jsonl(path, error=DataError, objects=True)] if path.is_file() else []
         as_index = bool(existing) and all(isinstance(r.get("label", r.get("labels")), int) or
                                           isinstance(r.get("labels"), list) and all(isinstance(v, int) for v in r["labels"])
                                           for r in existing[:50])
@@ -143,10 +134,4 @@ def append_labels(folder: str | Path, rows: list[dict[str, Any]], names: list[st
                 new.append({text_field: row["text"], "labels": value})
             else:
                 new.append({text_field: row["text"], "label": names.index(row["label"]) if as_index else row["label"]})
-        if not new:
-            return 0
-        tail = b"" if not old or old.endswith(b"\n") else b"\n"
-        body = "".join(json.dumps(r, ensure_ascii=False) + "\n" for r in new).encode("utf-8")
-        with atomic_path(path) as tmp:
-            tmp.write_bytes(old + tail + body)
-    return len(new)
+        return append_jsonl(path, new)

@@ -225,13 +225,12 @@ def check_labels(run_labels: list[str], folder_labels: list[str], run_dir: str, 
 
 def write_suggestions(path: str, suggestions: list[Suggestion]) -> None:
     """One JSON row a suggestion, best first, written atomically (io.atomic_path)."""
-    import json
-
     from tfm_cls.io import atomic_path
+    from tfm_cls.runtime.jsonl import dumps
 
     with atomic_path(path) as tmp, open(tmp, "w", encoding="utf-8") as f:
         for rank, s in enumerate(suggestions, 1):
-            f.write(json.dumps(s.row(rank), ensure_ascii=False) + "\n")
+            f.write(dumps(s.row(rank)) + "\n")
 
 
 def prepare(pool_path: str, *, run: str | None = None, data: str | None = None, text_field: str = "text",

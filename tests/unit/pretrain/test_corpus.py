@@ -100,7 +100,7 @@ def test_read_text_file_errors_name_the_file_line_and_field(tmp_path):
         read_text_file(bad)
     broken = tmp_path / "broken.jsonl"
     broken.write_text('{"text": \n', encoding="utf-8")
-    with pytest.raises(CorpusError, match="broken.jsonl:1: not valid JSON"):
+    with pytest.raises(CorpusError, match="broken.jsonl, line 1: not valid JSON"):
         read_text_file(broken)
     csv = tmp_path / "c.csv"
     csv.write_text("text\n", encoding="utf-8")

@@ -72,3 +72,27 @@ def test_concurrent_appends_lose_nothing(tmp_path):
     assert not errors
     got = read_folder(folder)
     assert len(got.texts) == 60 and len(set(got.texts)) == 60 and np.all(got.targets == 0)
+
+
+def test_texts_with_line_separators_are_appended_and_read_back_whole(tmp_path):
+    """Scraped text holds U+2028 / U+0085: once appended, every later read and label still works."""
+    folder = folder_with(tmp_path, [])
+    (folder / "train.jsonl").write_text(json.dumps({"text": "raw\u2029kept", "label": "neg"}, ensure_ascii=False) + "\r\n",
+                                        encoding="utf-8")  # another tool's row: raw separator, Windows line end
+    texts = ["one\u2028line", "next\x85line", "seps\x1c\x1d\x1e", "crlf\r\ninside"]
+    for text in texts:
+        assert append_labels(folder, [{"text": text, "label": "pos"}], ["neg", "pos"]) == 1
+    assert append_labels(folder, [{"text": texts[0], "label": "neg"}], ["neg", "pos"]) == 0  # already there
+    got = read_folder(folder)
+    assert got.texts == ["raw\u2029kept", *texts] and got.targets.tolist() == [0, 1, 1, 1, 1]
+
+
+def test_a_bad_line_of_the_folder_is_named(tmp_path):
+    folder = folder_with(tmp_path, [{"text": "a", "label": "neg"}])
+    with open(folder / "train.jsonl", "ab") as f:
+        f.write(b'{"text": "caf\xe9", "label": "neg"}\n')
+    with pytest.raises(DataError, match="train.jsonl, line 2: invalid UTF-8"):
+        read_folder(folder)
+    with pytest.raises(DataError, match="line 2: invalid UTF-8"):
+        append_labels(folder, [{"text": "new", "label": "pos"}], ["neg", "pos"])
+    assert (folder / "train.jsonl").read_bytes().endswith(b"caf\xe9\", \"label\": \"neg\"}\n")  # untouched
