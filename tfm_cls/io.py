@@ -124,3 +124,37 @@ def file_sha256(path: str | os.PathLike) -> str:
         for block in iter(lambda: f.read(1 << 20), b""):
             digest.update(block)
     return digest.hexdigest()
+
+
+def _resolved(path: str | Path) -> Path:
+    """`path` with every symlink and `..` resolved, also where it does not exist yet."""
+    return Path(os.path.realpath(os.path.expanduser(str(path))))
+
+
+def _same_file(a: Path, b: Path) -> bool:
+    try:
+        return os.path.samefile(a, b)  # hard links too
+    except OSError:
+        return a == b
+
+
+def output_clash(output: str | Path, inputs: dict[str, tuple[str | Path, frozenset[str] | None]]) -> str | None:
+    """Why writing `output` would overwrite an input, or None. `inputs`: {what it is, for the
+    message: (a file, None), or (a folder, the names of the files in it that the job reads; None:
+    anything inside it)}. Paths are compared resolved (symlinks, `..`, `~`) and as files (hard
+    links), before anything is read or written."""
+    target = _resolved(output)
+    for what, (given, names) in inputs.items():
+        source = _resolved(given)
+        if not source.is_dir():
+            if _same_file(target, source):
+                return f"{output} is {what} ({given})"
+            continue
+        if target == source:
+            return f"{output} is {what} ({given}), a folder"
+        if names is None and source in target.parents:
+            return f"{output} is inside {what} ({given})"
+        for name in names or ():
+            if target == source / name or _same_file(target, source / name):
+                return f"{output} is {source / name}, a file of {what}"
+    return None

@@ -5,13 +5,14 @@ from __future__ import annotations
 
 import argparse
 import logging
+from pathlib import Path
 
 from tfm_cls.cli.arguments import positive
 from tfm_cls.cli.suggest import add_common, settings_of
 
 DESCRIPTION = ("Serve a page on 127.0.0.1 that shows the texts of a pool most worth labelling, with the current "
                "guess; a key per label appends the text to DIR/train.jsonl (atomically, under a lock: a second tab "
-               "loses nothing). Then `tfm-cls train --data DIR`, and label again.")
+               "loses nothing). Then `tfm-cls train --data DIR`, and label again. Needs the serve extra.")
 
 
 def add_parser(subparsers) -> None:
@@ -24,26 +25,37 @@ def add_parser(subparsers) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    from tfm_cls.cli.shared import CommandFailed
-    from tfm_cls.suggest.server import HOST, LabelSession, make_server
-    from tfm_cls.suggest.suggester import prepare
+    from tfm_cls.errors import InputError
+    from tfm_cls.io import output_clash
+    from tfm_cls.suggest.store import LOCK, TRAIN
 
     if args.data is None:
-        raise CommandFailed("tfm-cls label needs --data DIR: the folder the labels go to (labels.json holds the "
-                            "label names)", 2)
-    logging.getLogger("tfm_cls.init_from").setLevel(logging.WARNING)
-    suggester, _, run_guess = prepare(args.pool, run=args.run, data=args.data, text_field=args.text_field,
-                                      max_pool=args.max_pool, settings=settings_of(args))
-    session = LabelSession(suggester, args.data, args.n, args.pool, run_guess, args.text_field)
+        raise InputError("tfm-cls label needs --data DIR: the folder the labels go to (labels.json holds the "
+                         "label names)")
+    folder = Path(args.data)
+    if folder.exists() and not folder.is_dir():
+        raise InputError(f"--data {folder} is a file; give the folder the labels go to")
+    if args.pool != "-":  # the page appends to DIR/train.jsonl: the pool must not be that file
+        clash = output_clash(folder / TRAIN, {"the pool (--pool)": (args.pool, None)}) or \
+            output_clash(folder / LOCK, {"the pool (--pool)": (args.pool, None)})
+        if clash:
+            raise InputError(f"--data {folder}: {clash}; the page appends the labels there, so nothing was read or "
+                             "written: give a pool file outside the labelled files")
+    import uvicorn  # noqa: F401 (the serve extra: without it, one line naming it before the pool is read)
+
+    from tfm_cls.suggest.server import LabelServer, LabelSession, listening_socket
+    from tfm_cls.suggest.suggester import prepare
+
+    sock = listening_socket(args.port)  # the port before the pool's vectors: a port in use says so at once
     try:
-        server = make_server(session, args.port)
-    except OSError as err:
-        raise CommandFailed(f"cannot listen on {HOST}:{args.port}: {err.strerror} (try --port 0)", 2) from None
-    print(f"label at http://{HOST}:{server.server_address[1]}/  (Ctrl-C to stop)", flush=True)
-    try:
-        server.serve_forever()
-    except KeyboardInterrupt:
-        pass
+        logging.getLogger("tfm_cls.init_from").setLevel(logging.WARNING)
+        suggester, _, run_guess = prepare(args.pool, run=args.run, data=args.data, text_field=args.text_field,
+                                          max_pool=args.max_pool, settings=settings_of(args),
+                                          invalid_utf8=args.invalid_utf8)
+        session = LabelSession(suggester, args.data, args.n, args.pool, run_guess, args.text_field)
+        server = LabelServer(session, sock)
+        print(f"label at {server.url}  (Ctrl-C to stop)", flush=True)
+        server.run()
     finally:
-        server.server_close()
+        sock.close()
     return 0

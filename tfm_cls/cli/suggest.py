@@ -30,6 +30,9 @@ def add_common(p: argparse.ArgumentParser) -> None:
                         "class (the folder's, else the run's training texts), top from there on")
     p.add_argument("--uncertainty", default="margin", choices=("margin", "entropy"))
     p.add_argument("--seed", type=int, default=0)
+    p.add_argument("--invalid-utf8", choices=("error", "replace"), default="error",
+                   help="invalid UTF-8 in the pool: error (default; names the line, as training does) or replace "
+                        "(U+FFFD, counted in the log)")
 
 
 def add_parser(subparsers) -> None:
@@ -47,11 +50,14 @@ def settings_of(args: argparse.Namespace):
 
 
 def run(args: argparse.Namespace) -> int:
-    from tfm_cls.suggest.suggester import prepare, write_suggestions
+    from tfm_cls.suggest.suggester import check_output, prepare, write_suggestions
 
+    # before anything is read: an output that is an input would be overwritten with the suggestions
+    check_output(args.output, args.pool, args.data, args.run)
     logging.getLogger("tfm_cls.init_from").setLevel(logging.WARNING)
     suggester, labelled, run_guess = prepare(args.pool, run=args.run, data=args.data, text_field=args.text_field,
-                                             max_pool=args.max_pool, settings=settings_of(args))
+                                             max_pool=args.max_pool, settings=settings_of(args),
+                                             invalid_utf8=args.invalid_utf8)
     suggestions = suggester.suggest(args.n, labelled, run_guess)
     write_suggestions(args.output, suggestions)
     print(f"{len(suggestions)} suggestions -> {args.output}")

@@ -93,14 +93,20 @@ def collect(records: Iterable[tuple[int, str]], labelled: set[bytes] = frozenset
 
 
 def read_pool(path: str, text_field: str = "text", fmt: str | None = None, labelled: set[bytes] = frozenset(),
-              max_texts: int = MAX_TEXTS, seed: int = 0) -> Pool:
-    """The pool file (txt: one text a line; jsonl / csv / tsv: `text_field`), streamed."""
+              max_texts: int = MAX_TEXTS, seed: int = 0, invalid_utf8: str = "error") -> Pool:
+    """The pool file (txt: one text a line; jsonl / csv / tsv: `text_field`), streamed through the
+    runtime's line reader: invalid UTF-8 is an InferenceError naming the line and byte offset, as
+    training and `tfm-cls infer` say it, unless `invalid_utf8="replace"` (U+FFFD, counted and logged)."""
     fmt = detect_format(path, fmt, INPUT_FORMATS, "txt")
     stats = Stats()
     stream = open_input(path)
     try:
-        records = read_records(stream, path, fmt, text_field, "replace", stats)
-        return collect(((r.line, r.text) for r in records), labelled, max_texts, seed, path)
+        records = read_records(stream, path, fmt, text_field, invalid_utf8, stats)
+        pool = collect(((r.line, r.text) for r in records), labelled, max_texts, seed, path)
+        if stats.invalid_utf8:
+            logger.warning("%s: replaced invalid UTF-8 on %d lines with U+FFFD (--invalid-utf8 replace)", path,
+                           stats.invalid_utf8)
+        return pool
     finally:
         if path != "-":
             stream.close()

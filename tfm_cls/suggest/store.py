@@ -101,6 +101,15 @@ def read_folder(folder: str | Path, text_field: str = "text") -> Labelled:
     return Labelled(names, texts, np.asarray(targets) if targets else np.zeros(shape), keys, multi)
 
 
+def folder_files(folder: str | Path) -> frozenset[str]:
+    """The names of the files of DIR that training reads or the label page writes (those there and
+    those that could be): an output must not be one of them."""
+    folder = Path(folder)
+    there = {p.name for p in folder.iterdir() if p.is_file() and p.stem in SPLITS} if folder.is_dir() else set()
+    return frozenset({*there, TRAIN, LABELS, LOCK, *(f"{s}.{ext}" for s in SPLITS for ext in ("jsonl", "json", "csv",
+                                                                                                "parquet"))})
+
+
 @contextlib.contextmanager
 def locked(folder: Path) -> Iterator[None]:
     """An exclusive lock on the folder's train.jsonl (fcntl: released when the process dies)."""

@@ -223,6 +223,33 @@ def check_labels(run_labels: list[str], folder_labels: list[str], run_dir: str, 
                          "retrain the run on this folder (tfm-cls train --data) or give the folder it was trained on")
 
 
+def check_output(output: str, pool: str | None = None, data: str | None = None, run: str | None = None) -> None:
+    """Refuse (InputError, before anything is read or written) an output file that is the pool, a file
+    the labelled folder holds or training reads there, anything inside the run, a folder, or a file
+    whose folder is a file: writing it would lose what the user has."""
+    from pathlib import Path
+
+    from tfm_cls.io import output_clash
+    from tfm_cls.suggest.store import folder_files
+
+    inputs: dict[str, tuple[str, frozenset[str] | None]] = {}
+    if pool and pool != "-":
+        inputs["the pool (--pool)"] = (pool, None)
+    if data:
+        inputs["the labelled folder (--data)"] = (data, folder_files(data))
+    if run:
+        inputs["the run (--run)"] = (run, None)
+    clash = output_clash(output, inputs)
+    if clash:
+        raise InputError(f"-o {output}: {clash}; writing the suggestions there would overwrite it, so nothing was "
+                         "read or written: give another output file")
+    target = Path(output)
+    if target.is_dir():
+        raise InputError(f"-o {output} is a folder; give a file name (e.g. {target / 'to_label.jsonl'})")
+    if target.parent.exists() and not target.parent.is_dir():
+        raise InputError(f"-o {output}: {target.parent} is a file, not a folder")
+
+
 def write_suggestions(path: str, suggestions: list[Suggestion]) -> None:
     """One JSON row a suggestion, best first, written atomically (io.atomic_path)."""
     from tfm_cls.io import atomic_path
@@ -235,9 +262,11 @@ def write_suggestions(path: str, suggestions: list[Suggestion]) -> None:
 
 def prepare(pool_path: str, *, run: str | None = None, data: str | None = None, text_field: str = "text",
             max_pool: int | None = None, settings: Settings | None = None, vectorizer: Any = None,
-            ) -> tuple[Suggester, Labelled | None, Callable[[list[str]], Guesses] | None]:
+            invalid_utf8: str = "error") -> tuple[Suggester, Labelled | None, Callable[[list[str]], Guesses] | None]:
     """Everything `suggest` needs from the command line's arguments: the pool read (labelled texts
-    left out), its vectors, the folder's labels and the run's model, checked against each other."""
+    left out; invalid UTF-8 an error naming the line unless `invalid_utf8="replace"`, as training
+    and infer treat it), its vectors, the folder's labels and the run's model, checked against each
+    other."""
     from tfm_cls.suggest.pool import MAX_TEXTS, read_pool
     from tfm_cls.suggest.store import read_folder
     from tfm_cls.suggest.vectors import default_vectorizer
@@ -254,7 +283,7 @@ def prepare(pool_path: str, *, run: str | None = None, data: str | None = None, 
         else:
             names = LabelNames(run_labels, [None] * len(run_labels))
     pool = read_pool(pool_path, text_field, labelled=labelled.keys if labelled is not None else frozenset(),
-                     max_texts=max_pool or MAX_TEXTS, seed=(settings or Settings()).seed)
+                     max_texts=max_pool or MAX_TEXTS, seed=(settings or Settings()).seed, invalid_utf8=invalid_utf8)
     logger.info("pool %s: %s", pool_path, pool.summary())
     suggester = Suggester(pool, vectorizer or default_vectorizer(), names, settings)
     return suggester, labelled, run_guess

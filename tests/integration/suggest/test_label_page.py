@@ -6,7 +6,6 @@ takes JSON only. LABEL_UI_SCREENSHOT=docs/img/label_page.png keeps the screensho
 import json
 import os
 import shutil
-import threading
 import urllib.error
 import urllib.request
 from pathlib import Path
@@ -15,7 +14,7 @@ import pytest
 
 from tfm_cls.suggest.names import read_labels
 from tfm_cls.suggest.pool import collect
-from tfm_cls.suggest.server import LabelSession, make_server
+from tfm_cls.suggest.server import LabelServer, LabelSession, listening_socket
 from tfm_cls.suggest.suggester import Suggester
 
 from .conftest import pool_rows
@@ -29,13 +28,9 @@ FLAGS = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-background-ne
 def server(minilm, data_dir):
     texts = list(dict.fromkeys(r["text"] for r in pool_rows()))
     suggester = Suggester(collect(enumerate(texts, 1)), minilm, read_labels(data_dir / "labels.json"))
-    session = LabelSession(suggester, data_dir, 4, "pool.txt")
-    srv = make_server(session, 0)
-    thread = threading.Thread(target=srv.serve_forever, daemon=True)
-    thread.start()
-    yield f"http://127.0.0.1:{srv.server_address[1]}", data_dir
-    srv.shutdown()
-    srv.server_close()
+    server = LabelServer(LabelSession(suggester, data_dir, 4, "pool.txt"), listening_socket(0)).start()
+    yield server.url.rstrip("/"), data_dir
+    server.stop()
 
 
 def train_rows(folder: Path) -> list[dict]:
