@@ -6,7 +6,9 @@ for pages of one's own (tfm-cls.js), onnxruntime-web's WebAssembly binary and th
 (model.onnx). Every file comes from the folder: any static file server serves it, offline.
 
 The JavaScript is built from the pinned npm packages of web/ (`make web-install`: npm ci and
-esbuild into web/dist/); this module only copies what that build wrote, so it needs no Node.
+esbuild into web/dist/); a wheel carries that build as tfm_cls/web_dist (setup.py builds it from the
+lockfile at wheel build). This module only copies what the build wrote: it needs no Node, and no
+torch (the model is checked with onnxruntime), so `tfm-cls web MODEL.onnx DIR` runs on the base install.
 """
 
 from __future__ import annotations
@@ -18,6 +20,7 @@ import shutil
 from pathlib import Path
 
 from tfm_cls.errors import InferenceError
+from tfm_cls.io import atomic_path, write_text
 
 logger = logging.getLogger("tfm_cls.web")
 
@@ -31,18 +34,29 @@ MIME_TYPES = {".html": "text/html; charset=utf-8", ".js": "text/javascript; char
 ENV_DIST = "TFM_CLS_WEB_DIST"
 
 
+PACKAGED_DIST = Path(__file__).resolve().parent / "web_dist"
+"""Where a wheel carries the built bundle (setup.py builds web/ from its lockfile into it at wheel build)."""
+CHECKOUT_DIST = Path(__file__).resolve().parents[1] / "web" / "dist"
+
+
 def bundle_dir() -> Path:
-    """web/dist of the tfm_cls checkout (or $TFM_CLS_WEB_DIST); InferenceError saying how to build
-    it where it is missing or incomplete."""
+    """The built bundle: $TFM_CLS_WEB_DIST where set, else the one the installed wheel carries
+    (tfm_cls/web_dist), else web/dist of a tfm_cls checkout (`make web-install`); InferenceError
+    saying how to build it where none is complete."""
     given = os.environ.get(ENV_DIST)
-    folder = Path(given) if given else Path(__file__).resolve().parents[1] / "web" / "dist"
+    if given:
+        candidates = [Path(given)]
+    else:
+        candidates = [PACKAGED_DIST, CHECKOUT_DIST]
+    for folder in candidates:
+        if all((folder / name).is_file() for name in BUNDLE_FILES):
+            return folder
+    folder = candidates[-1]
     missing = [name for name in BUNDLE_FILES if not (folder / name).is_file()]
-    if missing:
-        raise InferenceError(
-            f"the browser runtime is not built ({folder} lacks {missing}): run `make web-install` in the tfm_cls "
-            f"repository (Node 18+ and npm: npm ci and the esbuild bundle into web/dist/), or point ${ENV_DIST} at "
-            "such a folder")
-    return folder
+    raise InferenceError(
+        f"the browser runtime is not built ({folder} lacks {missing}): install tfm-cls from a wheel (it carries "
+        f"the page), run `make web-install` in the tfm_cls repository (Node 18+ and npm: npm ci and the esbuild "
+        f"bundle into web/dist/), or point ${ENV_DIST} at such a folder")
 
 
 def web_model(run_dir: str | Path, fp32: str | Path) -> Path:
@@ -62,10 +76,44 @@ def web_model(run_dir: str | Path, fp32: str | Path) -> Path:
 
 
 def _weights_digest(path: Path) -> str | None:
-    import onnx
+    """The weights digest an export records (onnxruntime reads the metadata: no onnx, no torch)."""
+    from tfm_cls.runtime.metadata import read_props
+    from tfm_cls.runtime.session import make_session
 
-    props = {p.key: p.value for p in onnx.load(str(path), load_external_data=False).metadata_props}
-    return props.get("tfm_cls.weights_sha256")
+    return read_props(make_session(str(path))).get("tfm_cls.weights_sha256")
+
+
+def check_model(model: str | Path) -> None:
+    """A tfm_cls classifier export whose metadata fits its graph (the runtime's own checks,
+    torch-free), else an InferenceError saying what it is."""
+    from tfm_cls.runtime.session import classifier_metadata, make_session
+
+    classifier_metadata(make_session(str(model)), str(model))
+
+
+def check_web_folder(folder: str | Path, model: str | Path, run: str | Path | None = None) -> None:
+    """Refuse, before anything is exported or written (InputError), a page folder that is a file, the
+    run itself, or whose files would overwrite the model or a file of the run."""
+    from tfm_cls.errors import InputError
+    from tfm_cls.io import output_clash
+
+    folder = Path(folder)
+    if folder.exists() and not folder.is_dir():
+        raise InputError(f"--web {folder} is a file, not a folder; give a folder for the page (it is created), "
+                         "or remove the file")
+    if run is not None and Path(os.path.realpath(folder)) == Path(os.path.realpath(run)):
+        raise InputError(f"--web {folder} is the run folder {run}; give a folder of its own for the page (e.g. "
+                         f"{Path(run) / 'web'})")
+    inputs: dict[str, tuple[str | Path, frozenset[str] | None]] = {"the model": (model, None)}
+    if run is not None and Path(run).is_dir():
+        inputs["the run"] = (run, frozenset(p.name for p in Path(run).iterdir()))
+    for name in (*BUNDLE_FILES, MODEL_FILE, SERVING_NOTES):
+        if (folder / name).is_dir():
+            raise InputError(f"--web {folder}: {folder / name} is a folder; the page writes a file there")
+        clash = output_clash(folder / name, inputs)
+        if clash:
+            raise InputError(f"--web {folder}: {clash}; writing the page there would overwrite it, so nothing was "
+                             "exported or written: give another folder")
 
 
 def write_web_folder(model: str | Path, folder: str | Path, dist: str | Path | None = None) -> Path:
@@ -75,11 +123,13 @@ def write_web_folder(model: str | Path, folder: str | Path, dist: str | Path | N
     source = Path(dist) if dist else bundle_dir()
     if not model.is_file():
         raise InferenceError(f"model file not found: {model}")
+    check_web_folder(folder, model)
+    check_model(model)  # a file the page could not run is refused here, not in the user's browser
     folder.mkdir(parents=True, exist_ok=True)
     for name in BUNDLE_FILES:
         _copy(source / name, folder / name)
     _copy(model, folder / MODEL_FILE)
-    (folder / SERVING_NOTES).write_text(serving_notes(), encoding="utf-8")
+    write_text(folder / SERVING_NOTES, serving_notes())
     size = sum((folder / n).stat().st_size for n in (*BUNDLE_FILES, MODEL_FILE))
     logger.info("wrote the page of %s to %s (%.1f MB); serve it with any static server, e.g. "
                 "python -m http.server -d %s, and open http://127.0.0.1:8000/", model, folder, size / 2**20, folder)
@@ -87,9 +137,8 @@ def write_web_folder(model: str | Path, folder: str | Path, dist: str | Path | N
 
 
 def _copy(src: Path, dst: Path) -> None:
-    tmp = dst.with_name(f".{dst.name}.partial")
-    shutil.copyfile(src, tmp)
-    os.replace(tmp, dst)
+    with atomic_path(dst) as tmp:  # a temporary file beside it, renamed over it
+        shutil.copyfile(src, tmp)
 
 
 def serving_notes() -> str:

@@ -7,6 +7,8 @@
     eval.py report.py predict.py                              a trained run (PyTorch)
     export.py verify_onnx.py quantize.py                      ONNX
     infer.py batch.py serve.py                                the torch-free runtime: a file, Ray Data, HTTP
+    suggest.py label.py                                       which texts to label next, the label page
+    web.py                                                    the browser page of an export (torch-free)
 
 Each command module has `add_parser(subparsers)` and `run(args) -> int`, and imports what is heavy
 (torch, datasets, onnxruntime, starlette, ray) inside `run` only.

@@ -1,5 +1,5 @@
 """`tfm-cls`: train, evaluate, report, predict, pretrain, distill, export, verify, quantize, infer, batch, serve,
-suggest and label.
+suggest, label and web.
 
 The top-level parser, assembled from one module per command (each adds its subparser and runs
 it), and the one error convention: bad input (a config, a file, a run directory; a missing extra)
@@ -33,13 +33,14 @@ from tfm_cls.cli import (
     train,
     tune,
     verify_onnx,
+    web,
 )
 from tfm_cls.cli.shared import CommandFailed
 from tfm_cls.errors import TfmClsError
 
 # In the order `tfm-cls --help` lists them.
 COMMANDS = (train, pretrain, tune, distill, compress, eval, report, predict, export, verify_onnx, quantize, infer,
-            batch, serve, suggest, label)
+            batch, serve, suggest, label, web)
 
 
 def build_parser() -> argparse.ArgumentParser:

@@ -26,16 +26,24 @@ def add_parser(subparsers) -> None:
     p.add_argument("--report", action="store_true", help=REPORT_HELP)
     p.add_argument("--web", metavar="DIR",
                    help="also write a static page that runs the model in the browser, offline, into DIR "
-                        "(RUN/model.int8.onnx where it passed its gate; needs `make web-install`)")
+                        "(RUN/model.int8.onnx where it passed its gate). Where RUN/model.onnx is already the export "
+                        "of the run's weights it is used as is, without torch (tfm-cls web MODEL.onnx DIR: any file)")
     p.set_defaults(func=run)
 
 
 def run(args: argparse.Namespace) -> int:
+    target = Path(args.output) if args.output else Path(args.run) / "model.onnx"
+    if args.web:
+        from tfm_cls.web_export import bundle_dir, check_web_folder
+
+        # every refusal of the page before anything is exported: no bundle, a file or the run as its folder
+        bundle_dir()
+        check_web_folder(args.web, target, args.run)
+        if _current_export(args, target):
+            return _write_web(args, target)
     from tfm_cls.classify.card import write_card
     from tfm_cls.export.exporter import export_run
     from tfm_cls.runs import WEIGHTS_FILE, candidate_folder
-
-    target = Path(args.output) if args.output else Path(args.run) / "model.onnx"
 
     def check(model, tmp: Path) -> None:  # runs on the temporary file, before it replaces `target`
         if not args.no_verify:
@@ -54,7 +62,29 @@ def run(args: argparse.Namespace) -> int:
         write_report(args.run)
     write_card(args.run)  # the card now says how to run this model.onnx
     if args.web:
-        from tfm_cls.web_export import web_model, write_web_folder
+        return _write_web(args, Path(path))
+    return 0
 
-        write_web_folder(web_model(args.run, path), args.web)
+
+def _current_export(args: argparse.Namespace, target: Path) -> bool:
+    """Whether RUN/model.onnx is already the export `tfm-cls export --run RUN` would write (it records
+    the digest of RUN/model.safetensors as it is now), so that --web runs on it as is, torch-free."""
+    if args.output or args.candidate or args.fuse or args.report or not target.is_file():
+        return False
+    from tfm_cls.io import file_sha256
+    from tfm_cls.runtime.metadata import WEIGHTS_FILE  # runtime's: tfm_cls.runs imports torch
+    from tfm_cls.web_export import _weights_digest
+
+    weights = Path(args.run) / WEIGHTS_FILE
+    digest = _weights_digest(target)
+    if digest is None or not weights.is_file() or file_sha256(weights) != digest:
+        return False
+    logger.info("%s is the export of %s as it is now: the page runs it (no export again)", target, weights)
+    return True
+
+
+def _write_web(args: argparse.Namespace, model: Path) -> int:
+    from tfm_cls.web_export import web_model, write_web_folder
+
+    write_web_folder(web_model(args.run, model), args.web)
     return 0
