@@ -18,6 +18,7 @@ import torch
 from datasets import Dataset, DatasetDict, Sequence, Value
 from tokenizers import Tokenizer
 
+from tfm_cls.data.ragged import RaggedIds
 from tfm_cls.data.tokenizer import max_length_of, text_encoder
 from tfm_cls.errors import ConfigError
 from tfm_cls.runtime.text import LongText, TextEncoder
@@ -96,12 +97,14 @@ class TokenizedSplit:
     A row is an example, or with chunked inference one window of an example: `windows[i]` rows
     belong to example i, after those of example i - 1 (None: one row each)."""
 
-    input_ids: list[list[int]]
+    input_ids: RaggedIds | list[list[int]]
+    """Each row's ids: RaggedIds from the tokenizer (flat arrays, tfm_cls.data.ragged), or lists where
+    built by hand; both index as ids[i]."""
     labels: np.ndarray
     lengths: np.ndarray
     num_truncated: int
     num_empty: int
-    token_type_ids: list[list[int]] | None = None
+    token_type_ids: RaggedIds | list[list[int]] | None = None
     """Sentence pairs: 0 for the first text's tokens (and [CLS]), 1 for the second's; None for single texts."""
     windows: np.ndarray | None = None
     policy: LongText | None = None
@@ -153,11 +156,18 @@ def tokenize_dataset(
         remove_columns=["text", "text_pair"] if pairs else ["text"], desc=desc,
     )
     labels = _labels(mapped)
+    columns = mapped.with_format("arrow")  # whole columns as Arrow arrays: no Python object a row
     return TokenizedSplit(
-        input_ids=mapped["input_ids"], labels=labels, lengths=np.asarray(mapped["length"], dtype=np.int64),
-        num_truncated=int(sum(mapped["truncated"])), num_empty=int(sum(mapped["empty"])),
-        token_type_ids=mapped["token_type_ids"] if pairs else None,
+        input_ids=RaggedIds.from_arrow(columns["input_ids"]), labels=labels,
+        lengths=_numpy(columns["length"]).astype(np.int64), num_truncated=int(_numpy(columns["truncated"]).sum()),
+        num_empty=int(_numpy(columns["empty"]).sum()),
+        token_type_ids=RaggedIds.from_arrow(columns["token_type_ids"]) if pairs else None,
     )
+
+
+def _numpy(column: Any) -> np.ndarray:
+    """An Arrow column of scalars as a numpy array."""
+    return column.to_numpy() if hasattr(column, "to_numpy") else np.asarray(column)
 
 
 def _tokenize_long(ds: Dataset, tokenizer: Tokenizer, desc: str, policy: LongText) -> TokenizedSplit:
@@ -166,13 +176,15 @@ def _tokenize_long(ds: Dataset, tokenizer: Tokenizer, desc: str, policy: LongTex
         _encode_batch_long, batched=True, batch_size=1000, remove_columns=["text"], desc=desc,
         fn_kwargs={"tokenizer_json": tokenizer.to_str(), "policy_json": policy.to_json()},
     )
+    import pyarrow.compute as pc
+
     labels = _labels(mapped)
-    per_example = mapped["input_ids"]
-    windows = np.asarray([len(ws) for ws in per_example], dtype=np.int64)
+    columns = mapped.with_format("arrow")  # example -> its windows -> their ids, flattened one level
+    windows = _numpy(pc.list_value_length(columns["input_ids"])).astype(np.int64)
     return TokenizedSplit(
-        input_ids=[w for ws in per_example for w in ws], labels=labels,
-        lengths=np.asarray([n for ns in mapped["length"] for n in ns], dtype=np.int64),
-        num_truncated=int(sum(mapped["truncated"])), num_empty=int(sum(mapped["empty"])),
+        input_ids=RaggedIds.from_arrow(pc.list_flatten(columns["input_ids"])), labels=labels,
+        lengths=_numpy(pc.list_flatten(columns["length"])).astype(np.int64),
+        num_truncated=int(_numpy(columns["truncated"]).sum()), num_empty=int(_numpy(columns["empty"]).sum()),
         windows=windows if policy.chunk else None, policy=policy,
     )
 
@@ -210,9 +222,14 @@ def first_windows(split: TokenizedSplit) -> TokenizedSplit:
         return split
     first = first_rows(split.windows)
     return dataclasses.replace(
-        split, input_ids=[split.input_ids[i] for i in first], lengths=split.lengths[first], windows=None,
-        token_type_ids=None if split.token_type_ids is None else [split.token_type_ids[i] for i in first],
+        split, input_ids=take_rows(split.input_ids, first), lengths=split.lengths[first], windows=None,
+        token_type_ids=None if split.token_type_ids is None else take_rows(split.token_type_ids, first),
     )
+
+
+def take_rows(ids: RaggedIds | list[list[int]], rows: np.ndarray) -> RaggedIds | list[list[int]]:
+    """These rows of a split's ids, of the same kind."""
+    return ids.take(rows) if isinstance(ids, RaggedIds) else [ids[i] for i in rows]
 
 
 def first_rows(windows: np.ndarray) -> np.ndarray:
@@ -287,22 +304,21 @@ class LengthBucketSampler:
 
 def collate(split: TokenizedSplit, indices: list[int], pad_id: int = 0) -> dict[str, torch.Tensor]:
     """Pad a batch to its longest example. attention_mask: 1 = token, 0 = padding."""
-    seqs = [split.input_ids[i] for i in indices]
-    width = max(len(s) for s in seqs)
-    input_ids = torch.full((len(seqs), width), pad_id, dtype=torch.long)  # [batch, seq]
-    attention_mask = torch.zeros((len(seqs), width), dtype=torch.long)  # [batch, seq]
-    for row, seq in enumerate(seqs):
-        input_ids[row, : len(seq)] = torch.tensor(seq, dtype=torch.long)
-        attention_mask[row, : len(seq)] = 1
+    ids, mask = _padded(split.input_ids, indices, pad_id)  # [batch, seq] each
     labels = torch.from_numpy(split.row_labels(indices))  # [batch] (multi-label: [batch, num_labels])
-    batch = {"input_ids": input_ids, "attention_mask": attention_mask, "labels": labels}
+    batch = {"input_ids": torch.from_numpy(ids), "attention_mask": torch.from_numpy(mask.astype(np.int64)),
+             "labels": labels}
     if split.token_type_ids is not None:
-        token_type_ids = torch.zeros((len(seqs), width), dtype=torch.long)  # [batch, seq], 0 under padding
-        for row, i in enumerate(indices):
-            types = split.token_type_ids[i]
-            token_type_ids[row, : len(types)] = torch.tensor(types, dtype=torch.long)
-        batch["token_type_ids"] = token_type_ids
+        types, _ = _padded(split.token_type_ids, indices, 0)  # [batch, seq], 0 under padding
+        batch["token_type_ids"] = torch.from_numpy(types)
     return batch
+
+
+def _padded(ids: RaggedIds | list[list[int]], indices: list[int], pad_id: int) -> tuple[np.ndarray, np.ndarray]:
+    """These rows padded (RaggedIds.padded); rows kept as lists are gathered first, only those."""
+    if isinstance(ids, RaggedIds):
+        return ids.padded(indices, pad_id)
+    return RaggedIds.from_lists([ids[i] for i in indices]).padded(np.arange(len(indices)), pad_id)
 
 
 class _CollatedBatches(torch.utils.data.Dataset):

@@ -88,7 +88,7 @@ def bag_model(vocab_size: int, pad_id: int | None, split: TokenizedSplit, num_ou
               skip_ids: Sequence[int]) -> BagOfTermsClassifier:
     """A bag-of-terms model over a vocabulary of `vocab_size` ids, not counting `skip_ids`, its IDF
     table from the labelled texts `split`; its weights zero until `fit_bag`."""
-    max_len = max((len(ids) for ids in split.input_ids), default=2)
+    max_len = max(int(split.lengths.max(initial=2)), 2)
     bag = BagOfTermsClassifier(vocab_size, num_outputs, pad_id, max(max_len, 2), "tfidf", 2, BUCKETS,
                                wide_skip_ids=list(skip_ids))
     set_idf(bag.wide, split)

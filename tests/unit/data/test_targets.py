@@ -95,7 +95,7 @@ def test_pairs_are_encoded_with_the_pair_template_and_token_types(tmp_path):
     split = tokenize_dataset(data.splits["train"], tok)
     ids = [tok.id_to_token(i) for i in split.input_ids[0]]
     assert ids == ["[CLS]", "cat", "dog", "[SEP]", "soup", "[SEP]"]
-    assert split.token_type_ids[0] == [0, 0, 0, 0, 1, 1]
+    assert split.token_type_ids[0].tolist() == [0, 0, 0, 0, 1, 1]
     # Truncated to 8: the longer (second) side loses tokens, the shorter keeps all of its own.
     second = [tok.id_to_token(i) for i in split.input_ids[1]]
     assert len(second) == 8 and second[:4] == ["[CLS]", "golf", "[SEP]", "bread"] and second[-1] == "[SEP]"
