@@ -86,7 +86,7 @@ def fit_second_bag(cfg: Any, model: nn.Module, splits: dict[str, TokenizedSplit]
     started = time.monotonic()
     train = splits["train"]
     config = model.config
-    longest = max((len(ids) for ids in train.input_ids), default=1)
+    longest = int(train.lengths.max(initial=1))
     bag = BagOfTermsClassifier(config["vocab_size"], config["num_classes"], config.get("pad_token_id"),
                                max(longest, 2), "tfidf", wide.second_bag_ngrams, wide.second_bag_buckets,
                                wide_skip_ids=config.get("wide_skip_ids", ()))
@@ -101,7 +101,7 @@ def fit_second_bag(cfg: Any, model: nn.Module, splits: dict[str, TokenizedSplit]
     folder = run_dir / CANDIDATES_DIR / name
     folder.mkdir(parents=True, exist_ok=True)
     save_weights(bag, folder / R.WEIGHTS_FILE)
-    if fitted.out_of_fold is not None:
+    if fitted.out_of_fold is not None and fitted.rows is None:  # a sample's are not every training row's
         save_tensors({OUT_OF_FOLD: fitted.out_of_fold.detach().float().contiguous()}, folder / OUT_OF_FOLD_FILE)
     write_json(folder / R.MODEL_CONFIG_FILE, bag.config)  # last: a folder with its config holds the others
     logger.info("candidate %s: fitted (%s, C %g, validation %s %.4f) in %.1f s, %s", name, fitted.method, fitted.c,

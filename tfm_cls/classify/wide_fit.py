@@ -43,14 +43,17 @@ import numpy as np
 import torch
 from safetensors import safe_open
 from safetensors.torch import load_file
+from scipy import sparse
 from torch import Tensor, nn
 
+from tfm_cls.bag.matrix import bag_rows, document_frequencies
 from tfm_cls.classify.heads import head_for
 from tfm_cls.classify.metrics import is_better
 from tfm_cls.config import ClassifierConfig
 from tfm_cls.config.wide import WideConfig
 from tfm_cls.data.char_grams import GRAM_MIN_DF
-from tfm_cls.data.tokenized import TokenizedSplit, collate
+from tfm_cls.data.ragged import as_ragged
+from tfm_cls.data.tokenized import TokenizedSplit
 from tfm_cls.errors import CheckpointError, RunDirError
 from tfm_cls.model.wide import WideBranch
 from tfm_cls.training import distributed as D
@@ -128,52 +131,32 @@ def _scale_and_shift(scores: Tensor, scales: int, loss: Callable[[Tensor], Tenso
     return scale.detach(), shift.detach()
 
 
-def document_frequencies(branch: WideBranch, split: TokenizedSplit) -> np.ndarray:
-    """[rows of the branch's table] in how many rows of the split each term the bag counts
-    (`branch.terms`, kept) occurs."""
-    df = np.zeros(branch.rows, dtype=np.int64)
-    for ids in split.input_ids:
-        terms, keep = branch.terms(torch.as_tensor(np.asarray(ids, dtype=np.int64)).unsqueeze(0))  # [1, N]
-        df[np.unique(terms[keep].numpy())] += 1
-    return df
-
-
 def set_idf(branch: WideBranch, split: TokenizedSplit) -> None:
     """The `tfidf` weighting's table from the training rows: scikit-learn's smooth idf,
     ln((1 + N) / (1 + df)) + 1, and 0 for a term the rows never hold (and padding), and for a
     character gram fewer than GRAM_MIN_DF rows hold (the character view's min_df)."""
-    df = document_frequencies(branch, split)
+    df = document_frequencies(branch, split.input_ids)
     n = split.num_rows
     least = np.ones_like(df)
     least[branch.char_start:] = GRAM_MIN_DF  # the character view's rows (none without it)
     branch.set_idf(torch.from_numpy(np.where(df >= least, np.log((1.0 + n) / (1.0 + df)) + 1.0, 0.0)))
 
 
-@torch.no_grad()
-def bag_matrix(branch: WideBranch, split: TokenizedSplit, batch_size: int = 64) -> Tensor:
+def bag_matrix(branch: WideBranch, split: TokenizedSplit) -> Tensor:
     """The split's rows as the branch sees them: a sparse CSR [rows, table rows] float32 matrix
-    whose product with the branch's weights [table rows, C] is the branch's logits."""
-    rows, cols, values = [], [], []
-    device, pad = branch.weight.device, branch.padding_idx or 0
-    for start in range(0, split.num_rows, batch_size):
-        batch = collate(split, list(range(start, min(start + batch_size, split.num_rows))), pad)
-        terms, keep = branch.terms(batch["input_ids"].to(device), batch["attention_mask"].to(device))  # [b, N]
-        share = branch.shares(terms, keep).float().cpu()  # [b, N]
-        terms, keep = terms.cpu(), keep.cpu()
-        b, t = keep.nonzero(as_tuple=True)
-        rows.append(b + start)
-        cols.append(terms[b, t])
-        values.append(share[b, t])
-    shape = (split.num_rows, branch.rows)
-    bags = torch.sparse_coo_tensor(torch.stack([torch.cat(rows), torch.cat(cols)]), torch.cat(values), shape,
-                                   check_invariants=True)
-    return _csr(bags.coalesce())  # repeated tokens of a row summed
+    whose product with the branch's weights [table rows, C] is the branch's logits (built over whole
+    arrays: tfm_cls.bag.matrix.bag_rows)."""
+    return torch_csr(bag_rows(branch, split.input_ids, what=f"bags of {split.num_rows} rows"))
 
 
-def _csr(coo: Tensor) -> Tensor:
+def torch_csr(matrix: sparse.csr_matrix) -> Tensor:
+    """A scipy CSR matrix as a torch sparse CSR tensor (int64 indices, as torch's sparse ops make)."""
     with warnings.catch_warnings():  # "sparse CSR support is in beta": a product and its gradient are all we use
         warnings.simplefilter("ignore", UserWarning)
-        return coo.to_sparse_csr()
+        return torch.sparse_csr_tensor(torch.from_numpy(matrix.indptr.astype(np.int64)),
+                                       torch.from_numpy(matrix.indices.astype(np.int64)),
+                                       torch.from_numpy(matrix.data.astype(np.float32, copy=False)),
+                                       size=tuple(matrix.shape))
 
 
 def out_of_fold_logits(bags: Tensor, targets: Tensor, fit: Callable[[Tensor, Tensor], tuple[Tensor, Tensor]],
@@ -182,17 +165,23 @@ def out_of_fold_logits(bags: Tensor, targets: Tensor, fit: Callable[[Tensor, Ten
     the other folds (seeded random folds)."""
     n = bags.shape[0]
     order = torch.randperm(n, generator=torch.Generator().manual_seed(seed))
-    coo = bags.to_sparse_coo()
+    rows = scipy_csr(bags)  # scipy slices rows in one pass; torch's COO index_select + coalesce sorted them
     logits = torch.empty(n, num_outputs)
     for k in range(folds):
         held = order[k::folds]
         kept = torch.ones(n, dtype=torch.bool)
         kept[held] = False
         kept = kept.nonzero(as_tuple=True)[0]
-        weights, fitted_bias = fit(_csr(coo.index_select(0, kept).coalesce()), targets[kept])
+        weights, fitted_bias = fit(torch_csr(rows[kept.numpy()]), targets[kept])
         with torch.no_grad():
-            logits[held] = _csr(coo.index_select(0, held).coalesce()) @ weights + fitted_bias
+            logits[held] = torch_csr(rows[held.numpy()]) @ weights + fitted_bias
     return logits
+
+
+def scipy_csr(bags: Tensor) -> sparse.csr_matrix:
+    """A torch sparse CSR tensor as a scipy CSR matrix over the same arrays (no copy)."""
+    return sparse.csr_matrix((bags.values().numpy(), bags.col_indices().numpy(), bags.crow_indices().numpy()),
+                             shape=tuple(bags.shape))
 
 
 def _fit_svm(bags: Tensor, targets: Tensor, c: float) -> tuple[Tensor, Tensor]:
@@ -201,12 +190,10 @@ def _fit_svm(bags: Tensor, targets: Tensor, c: float) -> tuple[Tensor, Tensor]:
     class ids: each class against the rest, LinearSVC's multi-class default): liblinear's
     dual coordinate descent fits 62 labels x 290k rows in seconds where L-BFGS over the same
     weights took minutes. A label all of one value gets zero weights and a margin of -1 or +1."""
-    from scipy import sparse
     from sklearn.exceptions import ConvergenceWarning
     from sklearn.svm import LinearSVC
 
-    x = sparse.csr_matrix((bags.values().numpy(), bags.col_indices().numpy(), bags.crow_indices().numpy()),
-                          shape=tuple(bags.shape))
+    x = scipy_csr(bags)
     y = targets.numpy() > 0.5  # [N, C]
     weights, bias = torch.zeros(bags.shape[1], y.shape[1]), torch.zeros(y.shape[1])
     for label in range(y.shape[1]):
@@ -231,7 +218,7 @@ def _fit(bags: Tensor, targets: Tensor, loss: LossFn, bias: Tensor, c: float,
     costs ~15x more here. With a `deadline` (a time.monotonic() value) L-BFGS runs DEADLINE_CHUNK
     iterations at a time (its history carries over) and stops after the chunk that passes it."""
     penalty = 1.0 / (c * targets.numel())
-    bags_t = _csr(bags.to_sparse_coo().t().coalesce())  # [rows, N]
+    bags_t = torch_csr(scipy_csr(bags).T.tocsr())  # [rows, N]
     weights = torch.zeros(bags.shape[1], bias.numel()) if start is None else start.clone()  # [rows, C]
     bias = bias.detach().clone()  # [C]
     chunk = WARM_START_ITERATIONS if deadline is None else DEADLINE_CHUNK
@@ -277,6 +264,39 @@ class LinearFit:
     seconds: float
     method: str
     """How it was fitted, in words (the log's)."""
+    rows: np.ndarray | None = None
+    """The training rows it was fitted on, where a sample (`fit_rows`): `out_of_fold` and `in_sample` are theirs;
+    None: every row."""
+
+
+MAX_BAG_ENTRIES = 40_000_000
+"""Non-zero entries of the training bags a fit holds at most (~20 bytes each, in scipy's and torch's CSR and
+liblinear's copy: ~0.8 GB): past it the bag is fitted on a seeded sample of the rows (`fit_rows`). A linear
+model's score has long stopped growing there (40M entries: ~100k short texts with the character view,
+~10k long documents); the encoder still trains on every row."""
+ENTRY_PROBE = 2000
+"""Training rows whose bags are built first to measure a row's entries."""
+
+
+def fit_rows(branch: WideBranch, train: TokenizedSplit, clock: WallClock | None = None,
+             what: str = "the warm start", seed: int = 0) -> np.ndarray | None:
+    """The training rows a bag is fitted on: None (all) where their bags hold at most MAX_BAG_ENTRIES
+    entries (measured on ENTRY_PROBE rows), else a seeded sample of as many rows as hold that many (sorted),
+    said in the clock's `shrunk` and the log."""
+    n = train.num_rows
+    rng = np.random.default_rng(seed)
+    probe = np.sort(rng.choice(n, min(n, ENTRY_PROBE), replace=False))
+    per_row = bag_rows(branch, as_ragged(train.input_ids).take(probe)).nnz / max(len(probe), 1)
+    cap = max(int(MAX_BAG_ENTRIES / max(per_row, 1.0)), ENTRY_PROBE)
+    if n <= cap:
+        return None
+    said = (f"{what} fitted on a sample of {cap} of {n} training rows (~{per_row:.0f} bag entries a row; "
+            f"at most {MAX_BAG_ENTRIES / 1e6:.0f}M entries held); the encoder trains on every row")
+    if clock is not None:
+        clock.shrink(said)
+    else:
+        logger.warning("%s", said)
+    return np.sort(rng.choice(n, cap, replace=False))
 
 
 def next_c(grid: tuple[float, ...], tried: list[float], best: float) -> float | None:
@@ -320,7 +340,10 @@ def fit_linear(branch: WideBranch, bias: Tensor, head: Any, train: TokenizedSpli
     (`folds_for` what) are skipped where they would;
     each cut is said in the clock's `shrunk`, naming `what` was cut."""
     started = time.monotonic()
-    bags, targets = bag_matrix(branch, train), torch.from_numpy(train.row_labels(list(range(train.num_rows))))
+    rows = fit_rows(branch, train, clock, what)
+    bags = torch_csr(bag_rows(branch, train.input_ids if rows is None else as_ragged(train.input_ids).take(rows),
+                              what=f"{what}: bags of {train.num_rows if rows is None else len(rows)} training rows"))
+    targets = torch.from_numpy(train.row_labels(np.arange(train.num_rows) if rows is None else rows))
     hinge = loss == "squared_hinge"
     single = targets.ndim == 1  # class ids: hinge margins are one class against the rest, then one softmax
     svm_targets = nn.functional.one_hot(targets, bias.numel()).float() if hinge and single else targets
@@ -329,7 +352,7 @@ def fit_linear(branch: WideBranch, bias: Tensor, head: Any, train: TokenizedSpli
     grid = (HINGE_C if hinge else WARM_START_C) if has_validation else ((1.0,) if hinge else (10.0,))
     if has_validation:
         val_bags = bag_matrix(branch, validation)
-        val_targets = validation.row_labels(list(range(validation.num_rows)))
+        val_targets = validation.row_labels(np.arange(validation.num_rows))
         names = labels or [str(i) for i in range(bias.numel())]
         judge = copy.deepcopy(head)  # tune() sets thresholds: the task's head keeps its own
     best: tuple[float, float, Tensor, Tensor] | None = None
@@ -395,7 +418,7 @@ def fit_linear(branch: WideBranch, bias: Tensor, head: Any, train: TokenizedSpli
     with torch.no_grad():
         in_sample = bags @ weights + fitted_bias  # [rows, C]
     method = ("squared hinge + " + ("softmax scaling" if single else "Platt")) if hinge else "the head's loss"
-    return LinearFit(weights, fitted_bias, c, score, out_of_fold, in_sample, time.monotonic() - started, method)
+    return LinearFit(weights, fitted_bias, c, score, out_of_fold, in_sample, time.monotonic() - started, method, rows)
 
 
 def warm_start(model: nn.Module, head: Any, train: TokenizedSplit, validation: TokenizedSplit | None,
@@ -418,14 +441,17 @@ def warm_start(model: nn.Module, head: Any, train: TokenizedSplit, validation: T
         # the branch has fitted)
         model.head.weight.zero_()
     out_of_fold = fitted.out_of_fold if fitted.out_of_fold is not None else fitted.in_sample
-    offsets = out_of_fold - fitted.in_sample
+    # a row outside the fit's sample is unseen by it: its in-sample logits are out-of-fold already (offset 0)
+    offsets = torch.zeros(train.num_rows, out_of_fold.shape[1])  # [rows, C]
+    offsets[slice(None) if fitted.rows is None else torch.from_numpy(fitted.rows)] = out_of_fold - fitted.in_sample
     logger.info("wide warm start: the bag-of-terms branch fitted (%s, C %g, %d training rows, %s) in %.1f s",
                 fitted.method, fitted.c, train.num_rows,
                 f"{WARM_START_FOLDS} folds for the encoder's targets" if fitted.out_of_fold is not None
                 else "no folds", fitted.seconds)
     return offsets.numpy().astype(np.float32), {"C": fitted.c, "validation_score": fitted.score,
                                                 "seconds": fitted.seconds, "bias": fitted.bias.detach().float().cpu(),
-                                                "out_of_fold": fitted.out_of_fold}
+                                                # the choice compares bags on every training row's
+                                                "out_of_fold": fitted.out_of_fold if fitted.rows is None else None}
 
 
 FIRST_FIT = "a bag's first fit"
