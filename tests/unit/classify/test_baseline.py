@@ -197,3 +197,31 @@ def test_the_budgets_probe_times_the_model_the_whole_training_set_would_fit(monk
     name = "tfidf-word-svm" if whole else "tfidf-word-svm on 50 of 150 training texts"
     assert list(shown) == [name] and shown[name]["test"] == scored["test"] and set(shown[name]) == {"validation", "test"}
     assert B.reported({}) == {}
+
+
+def test_the_baseline_grows_while_the_measured_cost_fits_and_never_starts_without_time(monkeypatch):
+    from tfm_cls.classify import finish
+    from tfm_cls.training.clock import WallClock
+
+    now = [1000.0]
+    monkeypatch.setattr(finish.time, "monotonic", lambda: now[0])
+    fitted = []
+
+    def fit(rows):  # 10 ms a text
+        fitted.append(rows)
+        now[0] += rows * 0.01
+        return {"train_examples": rows}
+
+    import tfm_cls.training.clock as C
+    monkeypatch.setattr(C.time, "monotonic", lambda: now[0])
+    clock = WallClock(10.0, started=now[0])  # 600 s
+    assert finish._baseline_in_budget(fit, 10_000, clock)["train_examples"] == 10_000
+    assert fitted == [500, 2000, 8000, 10_000]  # each size timed before the next is judged
+    fitted.clear()
+    clock = WallClock(1.0, started=now[0])  # 60 s: 500 (5 s), 2,000 (~30 s with the margin) fit; 8,000 does not
+    scored = finish._baseline_in_budget(fit, 10_000, clock)
+    assert fitted == [500, 2000] and "2000 of 10000" in scored["shrunk"]
+    fitted.clear()
+    clock = WallClock(1.0, started=now[0] - 50)  # 10 s left: not even the probe
+    assert finish._baseline_in_budget(fit, 10_000, clock) is None and not fitted
+    assert clock.shrunk == ["no classical baseline (10 s left)"]
