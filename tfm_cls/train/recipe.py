@@ -60,6 +60,7 @@ from tfm_cls.train.few_label_choice import cross_validate
 from tfm_cls.training import distributed as D
 from tfm_cls.training.clock import WallClock
 from tfm_cls.training.engine import Engine, ScalarSink, TrainState, job, start_process
+from tfm_cls.training.stages import StageLog
 from tfm_cls.training.tensorboard import TensorBoardSink
 from tfm_cls.weights import save_weights
 
@@ -232,15 +233,18 @@ def _measure_end(cfg: ClassifierConfig, model: nn.Module, splits: dict[str, Any]
 
 def _few_labels(cfg: ClassifierConfig, model: nn.Module, splits: dict[str, Any], data: ClassificationData,
                 run_dir: Path, env: D.DistEnv, amp: Any, resume: bool, started: float,
-                bag_skips: list[int]) -> dict[str, Any]:
+                bag_skips: list[int], stages: StageLog) -> dict[str, Any]:
     """The few-label regime: the classical model against the encoder by cross-validation on the labelled
     texts (tfm_cls.train.few_label_choice, one process); the bag of terms ships where it wins,
     else the contrastive fine-tuning and its fitted head, stopped where the time left is what the end
     of the run is measured to need (`train.wall_minutes`)."""
     clock = WallClock(cfg.train.wall_minutes, started, finish_rows=_finish_rows(cfg, splits))
     _measure_end(cfg, model, splits, clock, env.device)
-    choice = cross_validate(cfg, model, splits["train"], data.labels, bag_skips) if not env.distributed else None
-    extra = {"candidates": {"rule": choice.rule, "chosen": choice.chosen, "front": choice.front}} if choice else None
+    with stages.stage("few-label choice"):
+        choice = cross_validate(cfg, model, splits["train"], data.labels, bag_skips) if not env.distributed else None
+    extra = {"stages": stages.rows}
+    if choice is not None:
+        extra["candidates"] = {"rule": choice.rule, "chosen": choice.chosen, "front": choice.front}
     if choice is not None and choice.bag is not None:
         model = choice.bag
         if env.is_main:
@@ -249,7 +253,8 @@ def _few_labels(cfg: ClassifierConfig, model: nn.Module, splits: dict[str, Any],
         state = TrainState(best_step=0, stopped="few labels: the cross-validation chose the bag of terms (no fine-tuning)")
         return finish_run(ClassificationTask(cfg, model, splits, data.labels, run_dir, env, amp), data, state, 0.0,
                           extra=extra, clock=clock)
-    state, passes = fit_contrastive(cfg, model, splits["train"], run_dir, env, amp, resume, clock)
+    with stages.stage("encoder"):
+        state, passes = fit_contrastive(cfg, model, splits["train"], run_dir, env, amp, resume, clock)
     return finish_run(ClassificationTask(cfg, model, splits, data.labels, run_dir, env, amp), data, state, passes,
                       extra=extra, clock=clock)
 
@@ -273,14 +278,16 @@ def train(
         data = load_data(cfg.data)
     if data is not None:
         check_loss_weights(cfg, data.labels)
+    stages = StageLog()  # each stage's seconds and peak memory: the log, and metrics.json `stages`
     with job(cfg.train.device, lambda: prepare_run_dir(cfg, resume=resume, overwrite=overwrite)) as (env, run_dir):
         amp = start_process(cfg.train, cfg.seed, env)
         if data is None:
-            with D.main_first(env):  # rank 0 fills the datasets cache, the others read it
+            with stages.stage("read"), D.main_first(env):  # rank 0 fills the datasets cache, the others read it
                 data = load_data(cfg.data)
         if not score_test:  # a copy: the caller's data keep their test split
             data = dataclasses.replace(data, splits=DatasetDict({k: v for k, v in data.splits.items() if k != "test"}))
-        model, tokenizer = build_model_and_tokenizer(cfg, data, run_dir, resume, env)
+        with stages.stage("tokenizer and model"):
+            model, tokenizer = build_model_and_tokenizer(cfg, data, run_dir, resume, env)
         cfg = resolved_lengths(cfg, max_length_of(tokenizer), model.config["max_len"] if cfg.model.max_len == "auto"
                                else cfg.model.max_len)  # saved below as numbers
         model.to(env.device)
@@ -291,22 +298,23 @@ def train(
             write_json(run_dir / R.MODEL_CONFIG_FILE, model.config)
             write_json(run_dir / R.LABELS_FILE, data.labels)
             save_tokenizer(tokenizer, run_dir / R.TOKENIZER_FILE)
-        with D.main_first(env):
+        with stages.stage("tokenize"), D.main_first(env):
             # few labels read whole (inference.chunk): the training texts' windows too, for the head's vectors
             splits = tokenize_splits(data.splits, tokenizer, long_text_of(cfg.tokenizer, cfg.inference),
                                      train_windows=cfg.train.window == "random"
                                      or bool(cfg.contrastive.iterations and cfg.inference.chunk))
         if cfg.contrastive.iterations:  # few labelled texts: pairs, then a fitted head (tfm_cls.train.contrastive)
             return _few_labels(cfg, model, splits, data, run_dir, env, amp, resume, started,
-                               cfg.wide.skip_ids(marker_ids(tokenizer)))
+                               cfg.wide.skip_ids(marker_ids(tokenizer)), stages)
         # the wide branch (tfm_cls.classify.wide_fit): its IDF table and warm start on a fresh run,
         # and the warm start's training offsets, which the task adds to the logits in its loss
         clock = WallClock(cfg.train.wall_minutes, started, finish_rows=_finish_rows(cfg, splits))
-        if not resume and not env.distributed:  # one process: the ranks' timings could plan differently
-            _plan_loop(cfg, model, splits, clock, env.device)
-        offsets = start_wide(cfg, model, splits, data.labels, run_dir, resume=resume, env=env, clock=clock)
-        if not resume and env.is_main:  # another view of the words, a candidate of the run's choice
-            fit_second_bag(cfg, model, splits, data.labels, run_dir, clock)
+        with stages.stage("bags"):
+            if not resume and not env.distributed:  # one process: the ranks' timings could plan differently
+                _plan_loop(cfg, model, splits, clock, env.device)
+            offsets = start_wide(cfg, model, splits, data.labels, run_dir, resume=resume, env=env, clock=clock)
+            if not resume and env.is_main:  # another view of the words, a candidate of the run's choice
+                fit_second_bag(cfg, model, splits, data.labels, run_dir, clock)
         task = ClassificationTask(cfg, model, splits, data.labels, run_dir, env, amp, offsets=offsets)
         logger.info(
             "model: %.2fM parameters, %d layers, d_model %d, device %s, %s",
@@ -324,9 +332,11 @@ def train(
                     "train.lr=%g; lower train.warmup_steps (or set train.warmup_ratio)", warmup, engine.planned_steps,
                     cfg.train.lr,
                 )
-            state = engine.fit(resume)
-            return finish_run(task, data, state, state.epoch + state.position / engine.batches_per_epoch, board,
-                              clock=clock)
+            with stages.stage("encoder"):
+                state = engine.fit(resume)
+            with stages.stage("finish"):
+                return finish_run(task, data, state, state.epoch + state.position / engine.batches_per_epoch, board,
+                                  clock=clock, extra={"stages": stages.rows})
         finally:
             if board is not None:
                 board.close()
