@@ -102,6 +102,11 @@ def _refuse_mixed_labels(values: dict[str, list[Any]], where: dict[str, str]) ->
 
 
 
+def column_values(ds: Dataset, column: str) -> list[Any]:
+    """A column's values as one Python list, read in one pass (datasets' lazy Column reads a table a row)."""
+    return ds.with_format("arrow")[column].to_pylist()
+
+
 class ClassTargets:
     """single_label: one class per example."""
 
@@ -113,7 +118,7 @@ class ClassTargets:
         feature, else labels.json (or `given_names`, read the same way), else the sorted distinct
         training labels."""
         feature = dsd["train"].features["label"]
-        values = {split: ds["label"] for split, ds in dsd.items()}
+        values = {split: column_values(ds, "label") for split, ds in dsd.items()}
         for split, vals in values.items():
             bad = [row for row, v in enumerate(vals, 1) if v is None or (isinstance(v, (int, np.integer)) and v < 0)]
             if bad:
@@ -169,7 +174,7 @@ class ClassTargets:
 
     def encode_eval(self, ds: Dataset, cfg: DataConfig, labels: list[str], labels_file: Path, file: Path) -> Dataset:
         """One labelled file's labels mapped onto a run's classes (by name where the data names them)."""
-        values = ds["label"]
+        values = column_values(ds, "label")
         feature = ds.features["label"]
         names = list(feature.names) if isinstance(feature, ClassLabel) else (
             read_label_names(labels_file) if labels_file.is_file() else None
@@ -283,7 +288,7 @@ class LabelSetTargets:
 
     def column(self, ds: Dataset, cfg: DataConfig, names: list[str], where: str) -> Dataset:
         """Replace `label` by multi-hot [C] ints."""
-        values = ds["label"]
+        values = column_values(ds, "label")
         ds = ds.remove_columns("label").add_column("label", _multi_hot(values, names, cfg, where))
         return ds.cast_column("label", Sequence(Value("int8"), length=len(names)))
 
@@ -318,7 +323,7 @@ class ValueTargets(LabelSetTargets):
 
     def column(self, ds: Dataset, cfg: DataConfig, names: list[str], where: str) -> Dataset:
         """Replace `label` by a float."""
-        values = ds["label"]
+        values = column_values(ds, "label")
         ds = ds.remove_columns("label").add_column("label", _floats(values, where))
         return ds.cast_column("label", Value("float32"))
 

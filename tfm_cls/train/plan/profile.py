@@ -272,13 +272,15 @@ def profile_data(data: str | Path | DataConfig, seed: int = 0) -> DataProfile:
     """Read the training split (and every split through training's checks) and say what it holds.
     `data`: a local folder, or a DataConfig naming one (`path`) or a hub dataset (`name`, with
     `config_name` and the split names)."""
+    import pyarrow.compute as pc
+
     from tfm_cls.data.sources import columns_and_labels
 
     source = data if isinstance(data, DataConfig) else DataConfig(path=str(Path(data).expanduser()))
     dsd, files, labels_file, where = _raw_splits(source)
     train_file = files["train"]
     train = dsd["train"]
-    rows = [train[i] for i in range(min(len(train), PROFILE_ROWS))]
+    rows = train.select(range(min(len(train), PROFILE_ROWS))).to_list()  # one read, not one table a row
     kinds = _column_kinds(rows)
     label = _label_column(kinds, rows, train_file)
     text, pair = _text_columns(kinds, label, train_file)
@@ -289,14 +291,13 @@ def profile_data(data: str | Path | DataConfig, seed: int = 0) -> DataProfile:
                             text_pair_column=pair, allow_empty_labels=unlabelled > 0)  # what the plan will set
     encoded, names = columns_and_labels(dsd, as_trained, where, labels_file)  # training's checks, every split
     counts = _counts(task, encoded["train"]["label"], names if task != "regression" else [], train_file)
-    texts = encoded["train"]["text"]
-    empty = sum(not t.strip() for t in texts)
+    texts = encoded["train"].with_format("arrow")["text"]  # the whole column, read by Arrow's kernels
+    empty = int(pc.sum(pc.equal(pc.utf8_length(pc.utf8_trim_whitespace(texts)), 0)).as_py() or 0)
     if empty == len(texts):
         raise DataError(f"{train_file}: every text in column {text!r} is empty")
-    sample = random.Random(seed).sample(range(len(texts)), min(len(texts), PROFILE_ROWS))
-    second = encoded["train"]["text_pair"] if pair is not None else None
-    lengths, unk_share, chars_per_token = _token_lengths([texts[i] for i in sample],
-                                                         None if second is None else [second[i] for i in sample])
+    sample = sorted(random.Random(seed).sample(range(len(texts)), min(len(texts), PROFILE_ROWS)))
+    sampled = encoded["train"].select(sample).to_dict()  # one read of the sampled rows
+    lengths, unk_share, chars_per_token = _token_lengths(sampled["text"], sampled["text_pair"] if pair else None)
     return DataProfile(
         folder=str(source.path or source.name), files=files, text_column=text, text_pair_column=pair,
         label_column=label, task=task, task_reason=reason, labels=names if task != "regression" else [],
