@@ -18,6 +18,11 @@ os.environ["HF_DATASETS_OFFLINE"] = "1"
 os.environ["HF_HUB_OFFLINE"] = "1"
 os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
 os.environ["MPLBACKEND"] = "Agg"
+# The user's cache folder (suggest's ONNX encoder, exported once, ~15 s): a temporary one, shared by the
+# workers of one xdist run (its run id) so the export happens once a run.
+_RUN = os.environ.get("PYTEST_XDIST_TESTRUNUID")
+os.environ["XDG_CACHE_HOME"] = (os.path.join(tempfile.gettempdir(), f"tfm_cls_test_xdg_{_RUN}") if _RUN
+                                else os.path.join(_CACHE, "xdg"))
 
 
 @pytest.hookimpl(optionalhook=True)

@@ -107,17 +107,32 @@ class Suggester:
                 keep = np.flatnonzero(readable)
                 self.texts = [self.texts[i] for i in keep]
                 self.lines = [self.lines[i] for i in keep]
-            vectors = self.encode(self.texts)
+            vectors = self.encode(self.texts, "pool vectors")
         self.vectors = vectors
         self.prototypes = None
         if names is not None and getattr(vectorizer, "unk_id", None) is not None:  # a model that knows meaning
             self.prototypes = self.encode(names.prompts())
         self._labelled_cache: dict[bytes, np.ndarray] = {}
 
-    def encode(self, texts: list[str]) -> np.ndarray:
+    def encode(self, texts: list[str], what: str | None = None) -> np.ndarray:
+        """Unit vectors of `texts`, CHUNK texts at a time; with `what`, the progress shown as it goes
+        (progress.Progress: a bar on a terminal, else a log line at most every 20 s with the time left)."""
+        from tfm_cls.suggest.progress import Progress
         from tfm_cls.suggest.vectors import dense
 
-        parts = [dense(self.vectorizer(texts[s : s + CHUNK])) for s in range(0, len(texts), CHUNK)]
+        bar = Progress(len(texts), what) if what else None
+        reports = bar is not None and getattr(self.vectorizer, "accepts_progress", False)
+        parts = []
+        for s in range(0, len(texts), CHUNK):
+            chunk = texts[s : s + CHUNK]
+            if reports:
+                parts.append(dense(self.vectorizer(chunk, progress=lambda share, s=s, n=len(chunk): bar.advance_to(s + share * n))))
+            else:
+                parts.append(dense(self.vectorizer(chunk)))
+                if bar is not None:
+                    bar.advance_to(s + len(chunk))
+        if bar is not None:
+            bar.close()
         return np.concatenate(parts) if parts else np.zeros((0, 1), np.float32)
 
     def labelled_vectors(self, texts: list[str]) -> np.ndarray:

