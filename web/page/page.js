@@ -58,9 +58,9 @@ function showFacts(f, seconds) {
   const policy = lt.chunk ? `windows (stride ${lt.stride ?? "budget/4"}), ${lt.aggregate} of ${lt.scores}` : `truncation: ${lt.truncation}`;
   const items = [
     ["task", `${f.task}${f.pair ? " (sentence pairs)" : ""}`],
-    ["labels", f.labels.join(", ")],
+    ["labels", f.labels.length > FOLD_FROM ? folded(`${f.labels.length} labels`, f.labels.map((l) => [l])) : f.labels.join(", ")],
     ["max length", `${f.maxLength} tokens; long texts: ${policy}`],
-    ...(f.thresholds ? [["thresholds", f.thresholds.map((t) => t.toFixed(2)).join(", ")]] : []),
+    ...(f.thresholds ? [["thresholds", thresholds(f.labels, f.thresholds)]] : []),
     ...(f.temperature ? [["temperature", String(f.temperature)]] : []),
     ["model", `${architecture(f.modelConfig)}, ${kb(f.sizeBytes)}${f.quantization ? " (int8)" : ""}`],
     ["exported by", `tfm_cls ${f.version ?? "?"}`],
@@ -71,9 +71,31 @@ function showFacts(f, seconds) {
     const dt = document.createElement("dt");
     const dd = document.createElement("dd");
     dt.textContent = k;
-    dd.textContent = v;
+    if (typeof v === "string") dd.textContent = v;
+    else dd.append(v);
     return [dt, dd];
   }));
+}
+
+// A many-label model's labels and thresholds: named, and folded behind one line past FOLD_FROM of them.
+const FOLD_FROM = 8;
+
+function folded(summary, cells) {
+  const details = document.createElement("details");
+  const head = document.createElement("summary");
+  head.textContent = summary;
+  const grid = document.createElement("div");
+  grid.className = "thresholds";
+  grid.append(...cells.map((parts) => Object.assign(document.createElement("span"), { textContent: parts.join(" "), title: parts.join(" ") })));
+  details.append(head, grid);
+  return details;
+}
+
+function thresholds(labels, values) {
+  const named = labels.map((label, i) => [label, values[i].toFixed(2)]);
+  if (labels.length <= FOLD_FROM) return named.map(([l, t]) => `${l} ${t}`).join(", ");
+  const lo = Math.min(...values), hi = Math.max(...values);
+  return folded(`one a label, ${lo.toFixed(2)} to ${hi.toFixed(2)} (show all ${labels.length})`, named);
 }
 
 function bar(label, score, chosen) {
@@ -93,7 +115,9 @@ function showRows(texts, rows, ms) {
     div.className = "result";
     const text = document.createElement("div");
     text.className = "text";
-    text.textContent = texts[i];
+    text.title = texts[i];
+    // each text's number: its line in the box above, so a result is never taken for another text's
+    text.append(Object.assign(document.createElement("span"), { className: "n", textContent: `${i + 1}.` }), texts[i]);
     const top = document.createElement("div");
     top.className = "top";
     if (row.empty) top.textContent = "(empty: no label)";
@@ -151,9 +175,19 @@ async function classify(inputs, options = {}) {
   return rows;
 }
 
-$("go").addEventListener("click", async () => {
+function boxTexts() {
   const texts = $("text").value.split("\n");
   if (texts.length && texts[texts.length - 1] === "") texts.pop();
+  return texts;
+}
+
+$("text").addEventListener("input", () => {
+  const n = boxTexts().length;
+  $("count").textContent = n ? `${n} text${n === 1 ? "" : "s"}, one a line` : "";
+});
+
+$("go").addEventListener("click", async () => {
+  const texts = boxTexts();
   if (!texts.length) return;
   const pairs = facts && facts.pair ? $("pair").value.split("\n") : null;
   const inputs = pairs ? texts.map((t, i) => [t, pairs[i] ?? ""]) : texts;
