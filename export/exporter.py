@@ -297,6 +297,8 @@ def export_classifier(
         raise ExportError("a sentence-pair export needs a model with token-type embeddings (type_vocab_size >= 2)")
     spec = specs.classifier_spec(task_head.task, pair)
     fields = {**task_head.metadata(pair), **fields}
+    if callable(getattr(model, "compacted", None)):  # a bag of terms: only the rows its training texts hold
+        model = model.compacted()
     meta = build_metadata(model, spec, tokenizer=tokenizer, labels=labels, max_length=max_length, **fields)
     return export_graph(model, spec, path, meta, fuse)
 

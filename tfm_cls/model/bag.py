@@ -82,6 +82,17 @@ class BagOfTermsClassifier(nn.Module):
             raise ValueError(f"input_ids must be 2-D [batch, seq], got shape {list(input_ids.shape)}")
         return self.wide(input_ids, attention_mask) + self.bias  # [B, C]
 
+    def compacted(self) -> BagOfTermsClassifier:
+        """A copy for inference whose branch holds only the rows its training texts reach
+        (WideBranch.compacted): the same logits, a file the size of what the data holds. Not saved as a
+        run's weights (its tables have another shape); the exporter writes it."""
+        import copy
+
+        out = copy.deepcopy(self)
+        out.wide = self.wide.compacted()
+        out.config = {**self.config, "wide_char_slots": out.wide.char_slots} if self.wide.char_rows else dict(self.config)
+        return out
+
     def branch_keys(self) -> list[str]:
         return [f"wide.{key}" for key in self.wide.state_dict()]
 

@@ -84,6 +84,7 @@ class WideBranch(nn.Module):
             self.register_buffer("char_grams", torch.full((vocab_size, self.char_slots), -1, dtype=torch.int32))
         self.padding_idx = pad_token_id
         self.lr: float | None = None
+        self.register_buffer("row_of", None)  # [rows] int32 in a compacted copy (`compacted`), else None
         self.weight = nn.Parameter(torch.empty(self.rows, num_classes))  # [rows, C]
         # drawn as nn.Embedding's init draws (this table was one), then zeroed: the global RNG,
         # and so every later draw of a seeded run (dropout), stays what it was
@@ -107,7 +108,10 @@ class WideBranch(nn.Module):
         """input_ids [B, T] -> [B, C]: the sum over the text's terms (`terms`) of each term's class
         weights times its share of the bag (`shares`)."""
         terms, keep = self.terms(input_ids, attention_mask)  # [B, N]
-        weights = nn.functional.embedding(terms, self.weight, self.padding_idx)  # [B, N, C]
+        if self.row_of is not None:  # a compacted branch: the rows its training texts hold (`compacted`)
+            weights = nn.functional.embedding(self.row_of[terms].long(), self.weight)  # [B, N, C]
+        else:
+            weights = nn.functional.embedding(terms, self.weight, self.padding_idx)  # [B, N, C]
         share = self.shares(terms, keep)  # [B, N]
         return (weights * share.unsqueeze(-1)).sum(dim=1)  # [B, C]
 
@@ -160,7 +164,8 @@ class WideBranch(nn.Module):
         if self.weighting == "count":
             return keep_f / self._view_sums(keep_f, terms).clamp_min(1.0).sqrt()
         tf = term_counts(terms, keep).to(keep_f.dtype).clamp_min(1.0)  # [B, N] this position's term count
-        value = (1.0 + torch.log(tf)) * self.idf[terms] * keep_f  # [B, N] the term's value
+        idf = self.idf[terms] if self.row_of is None else self.idf[self.row_of[terms].long()]  # [B, N]
+        value = (1.0 + torch.log(tf)) * idf * keep_f  # [B, N] the term's value
         norm = self._view_sums(value * value / tf, terms).sqrt().clamp_min(1e-12)  # the L2 norm of its bag
         return value / tf / norm  # [B, N]
 
@@ -175,6 +180,54 @@ class WideBranch(nn.Module):
         words = torch.where(gram, torch.zeros_like(parts), parts).sum(dim=1, keepdim=True)  # [B, 1]
         grams = torch.where(gram, parts, torch.zeros_like(parts)).sum(dim=1, keepdim=True)  # [B, 1]
         return 2.0 * torch.where(gram, grams, words)  # [B, N]
+
+    @torch.no_grad()
+    def compacted(self) -> WideBranch:
+        """A copy for inference whose tables hold only the rows a text can reach with a value, the same
+        logits for every input: `weight` [kept + 1, C] and `idf` [kept + 1] (the last row zero, for every
+        term outside them), and `row_of` [rows] int32, a term's row there. Kept: with `tfidf`, the terms
+        of IDF above 0 (those the training texts hold, at the character view's min_df; a term of IDF 0
+        adds nothing to a bag nor to its norm); with `count`, the rows of non-zero weights. With `tfidf`
+        the character table also drops its grams of IDF 0 and its slots past the most any token keeps.
+        The exported file's size is then what the training data holds, not the hashed table's
+        (tfm_cls.model.bag, export/exporter.py); `rows` and the terms' numbering stay the full table's."""
+        full = self.idf > 0 if self.weighting == "tfidf" else self.weight.abs().sum(dim=1) > 0  # [rows]
+        kept = full.nonzero(as_tuple=True)[0]  # [kept]
+        out = WideBranch(self.vocab_size, self.weight.shape[1], self.padding_idx, self.weighting, self.ngrams,
+                         self.buckets or BUCKETS, self.skip_ids, self.char_rows, self._kept_slots(full))
+        row_of = torch.full((self.rows,), len(kept), dtype=torch.int32)  # [rows]
+        row_of[kept] = torch.arange(len(kept), dtype=torch.int32)
+        out.row_of = row_of
+        out.weight = nn.Parameter(torch.cat([self.weight[kept], self.weight.new_zeros(1, self.weight.shape[1])]),
+                                  requires_grad=False)  # [kept + 1, C]
+        if self.weighting == "tfidf":
+            out.idf = torch.cat([self.idf[kept], self.idf.new_zeros(1)])  # [kept + 1]
+        if self.char_rows:
+            out.char_grams = self._packed_grams(full, out.char_slots)
+        return out.to(self.weight.device)
+
+    def _kept_slots(self, full: Tensor) -> int:
+        """Slots the compacted character table needs: the most grams of one token it keeps (at least 1)."""
+        if not self.char_rows:
+            return 0
+        if self.weighting != "tfidf":
+            return self.char_slots
+        return max(int(self._gram_kept(full).sum(dim=1).max()), 1)
+
+    def _gram_kept(self, full: Tensor) -> Tensor:
+        """[vocab, slots] bool: a slot holding a gram the compacted branch keeps."""
+        grams = self.char_grams.long()  # [vocab, slots]
+        return (grams >= 0) & full[(grams + self.char_start).clamp(max=self.rows - 1)]
+
+    def _packed_grams(self, full: Tensor, slots: int) -> Tensor:
+        """The character table with the grams not kept dropped and each token's kept grams packed left."""
+        if self.weighting != "tfidf":
+            return self.char_grams.clone()
+        kept = self._gram_kept(full)  # [vocab, slots]
+        # a stable sort on "not kept" moves each row's kept slots first, in their order
+        order = torch.sort((~kept).to(torch.int8), dim=1, stable=True).indices  # [vocab, slots]
+        packed = torch.where(kept, self.char_grams, torch.full_like(self.char_grams, -1)).gather(1, order)
+        return packed[:, :slots].contiguous()
 
     @torch.no_grad()
     def set_char_grams(self, table: Tensor) -> None:
