@@ -114,7 +114,11 @@ def resolve(args: argparse.Namespace):
 
 
 def run(args: argparse.Namespace) -> int:
-    cfg, data = resolve(args)
+    from tfm_cls.training.stages import StageLog
+
+    stages = StageLog()
+    with stages.stage("read and plan"):
+        cfg, data = resolve(args)
     if args.explain:
         return 0
     from tfm_cls.classify.heads import head_for
@@ -123,6 +127,7 @@ def run(args: argparse.Namespace) -> int:
 
     quiet_datasets()
     # train.wall_minutes (the recipe's --minutes) counts from this process's start: loading counts too
-    metrics = train(cfg, data, resume=args.resume, overwrite=args.overwrite, started=process_started())
+    metrics = train(cfg, data, resume=args.resume, overwrite=args.overwrite, started=process_started(),
+                    stages=stages)
     print_run_summary(cfg.resolved_run_dir(), metrics, head_for(cfg).summary_keys)
     return 0

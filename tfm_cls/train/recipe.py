@@ -262,6 +262,7 @@ def _few_labels(cfg: ClassifierConfig, model: nn.Module, splits: dict[str, Any],
 def train(
     cfg: ClassifierConfig, data: ClassificationData | None = None, *, resume: bool = False, overwrite: bool = False,
     sinks: list[ScalarSink] | None = None, score_test: bool = True, started: float | None = None,
+    stages: StageLog | None = None,
 ) -> dict[str, Any]:
     """Train, evaluate and write the run directory; returns the contents of metrics.json.
     Under torchrun, every process calls this (DDP; docs/distributed.md).
@@ -272,13 +273,14 @@ def train(
     `score_test=False` drops the test split right after loading, before anything is tokenized or
     scored: metrics.json then holds validation only (hyperparameter search, tfm_cls.tune).
     `started`: the time.monotonic() the run's `train.wall_minutes` counts from (default: now; the
-    command line gives its process's start, tfm_cls.training.clock.process_started)."""
+    command line gives its process's start, tfm_cls.training.clock.process_started). `stages`: the job's
+    stage log where the caller ran stages of its own first (the command line's read and plan)."""
     started = time.monotonic() if started is None else started
     if data is None and _names_labels(cfg):  # a {label: weight} mapping is checked before anything is written
         data = load_data(cfg.data)
     if data is not None:
         check_loss_weights(cfg, data.labels)
-    stages = StageLog()  # each stage's seconds and peak memory: the log, and metrics.json `stages`
+    stages = stages or StageLog()  # each stage's seconds and peak memory: the log, and metrics.json `stages`
     with job(cfg.train.device, lambda: prepare_run_dir(cfg, resume=resume, overwrite=overwrite)) as (env, run_dir):
         amp = start_process(cfg.train, cfg.seed, env)
         if data is None:

@@ -16,6 +16,7 @@ from __future__ import annotations
 import contextlib
 import logging
 import resource
+import threading
 import time
 from collections.abc import Iterator
 from pathlib import Path
@@ -43,20 +44,37 @@ def peak_rss_mb() -> float:
     return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024.0
 
 
+HEARTBEAT_SECONDS = 30.0
+"""While a stage runs, a line at least this often, even where its work is a library's call that says
+nothing (reading a JSON file into Arrow, one liblinear fit): a log read later never goes silent for long."""
+
+
 class StageLog:
     """The stages a job ran, in order: their seconds and peak resident memory."""
 
-    def __init__(self) -> None:
+    def __init__(self, heartbeat: float = HEARTBEAT_SECONDS) -> None:
         self.rows: list[dict[str, Any]] = []
+        self.heartbeat = heartbeat
 
     @contextlib.contextmanager
     def stage(self, name: str) -> Iterator[None]:
         _reset_peak()
         started = time.monotonic()
         logger.info("stage %s: started", name)
+        done = threading.Event()
+
+        def beat() -> None:
+            while not done.wait(self.heartbeat):
+                logger.info("stage %s: running, %.0f s so far, peak RSS %.0f MB", name, time.monotonic() - started,
+                            peak_rss_mb())
+
+        beating = threading.Thread(target=beat, name=f"stage {name}", daemon=True)
+        beating.start()
         try:
             yield
         finally:
+            done.set()
+            beating.join()
             row = {"stage": name, "seconds": round(time.monotonic() - started, 2), "peak_rss_mb": round(peak_rss_mb(), 1)}
             self.rows.append(row)
             logger.info("stage %s: %.1f s, peak RSS %.0f MB", name, row["seconds"], row["peak_rss_mb"])

@@ -63,3 +63,25 @@ def test_first_windows_and_the_mean_of_each_examples_windows_follow_its_windows(
     # contrastive.example_vectors: the runtime's mean over each example's windows, on vectors as on logits
     assert aggregate_windows(rows, split.windows, "mean", "logits").tolist() == [[1.0, 2.0], [4.0, 5.0], [8.0, 9.0]]
     assert first_rows(split.windows).tolist() == [0, 2, 3] and first_windows(first) is first
+
+
+def test_a_large_split_is_tokenized_in_blocks_with_a_line_each_and_the_same_rows(monkeypatch, caplog):
+    import logging
+
+    from datasets import Dataset
+
+    import tfm_cls.data.tokenized as T
+    from tfm_cls.data.tokenizer import TokenizerConfig, train_tokenizer
+
+    texts = [f"text number {i} here {'word ' * (i % 7)}" for i in range(250)]
+    tokenizer = train_tokenizer(texts, TokenizerConfig(vocab_size=120, min_frequency=1, max_length=12))
+    ds = Dataset.from_dict({"text": texts, "label": [i % 3 for i in range(250)]})
+    whole = T.tokenize_dataset(ds, tokenizer)
+    monkeypatch.setattr(T, "TOKENIZE_BLOCK", 70)
+    with caplog.at_level(logging.INFO, logger="tfm_cls.data.tokenized"):
+        blocks = T.tokenize_dataset(ds, tokenizer, desc="tokenize train")
+    assert blocks.input_ids == whole.input_ids and blocks.input_ids.tolist()[249] == whole.input_ids[249].tolist()
+    assert np.array_equal(blocks.labels, whole.labels) and np.array_equal(blocks.lengths, whole.lengths)
+    assert blocks.num_truncated == whole.num_truncated > 0
+    said = [r.getMessage() for r in caplog.records if r.getMessage().startswith("tokenize train:")]
+    assert len(said) == 4 and said[-1].startswith("tokenize train: 250 of 250 rows (100%)")
