@@ -18,7 +18,7 @@ DISTILL_CONFIG ?= configs/distill/trec.yaml
 DATA_ROOT ?= ../shared/data
 export HF_HOME ?= $(CURDIR)/.cache/huggingface
 
-.PHONY: install web-install test test-slow lint train-cls eval predict export verify-onnx infer quantize \
+.PHONY: install web-install wheel test test-slow lint train-cls eval predict export verify-onnx infer quantize \
         pretrain distill bench bench-model bench-accuracy bench-infer bench-serve bench-front serve check-gpu clean
 
 $(VENV)/.installed: pyproject.toml
@@ -60,6 +60,11 @@ $(WEB_BUILT): web/package-lock.json web/build.mjs $(wildcard web/src/*.js web/pa
 	touch $@
 
 web-install: $(WEB_BUILT)
+
+# `make wheel`: wheels/tfm_cls-*.whl, carrying the browser page (setup.py copies web/dist, built from the
+# lockfile, into tfm_cls/web_dist), so that `pip install` of it writes pages with no Node and no checkout.
+wheel: install web-install
+	$(PY) -m pip wheel -q --no-deps --no-build-isolation -w wheels .
 
 # ---- jobs -------------------------------------------------------------------------------------
 # `make train-cls DATA=folder/`: the recipe chooses the config for the folder (tfm-cls train --data).

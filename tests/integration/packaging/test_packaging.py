@@ -1,12 +1,10 @@
 """The wheel: one top-level package (tfm_cls), with export/ and configs/ inside it, the console
-script, every preset, and a build setuptools has nothing to warn about."""
+script, every preset, the browser page, and a build setuptools has nothing to warn about."""
 
 from __future__ import annotations
 
 import ast
 import configparser
-import shutil
-import subprocess
 import sys
 import zipfile
 from pathlib import Path
@@ -14,29 +12,13 @@ from pathlib import Path
 import pytest
 
 ROOT = Path(__file__).resolve().parents[3]
-# What the build reads; copied so that the build writes nothing into the repository (build/, egg-info).
-SOURCES = ("tfm_cls", "export", "configs", "pyproject.toml", "README.md")
 
 
 @pytest.fixture(scope="module")
-def wheel(tmp_path_factory) -> tuple[zipfile.ZipFile, str]:
-    """(the built wheel, the build's output). No build isolation: the test must not need the network."""
-    pytest.importorskip("setuptools", minversion="77", reason="the build needs setuptools>=77 installed")
-    src = tmp_path_factory.mktemp("src")
-    for name in SOURCES:
-        if (ROOT / name).is_dir():
-            shutil.copytree(ROOT / name, src / name, ignore=shutil.ignore_patterns("__pycache__", "*.pyc"))
-        else:
-            shutil.copy2(ROOT / name, src / name)
-    dist = tmp_path_factory.mktemp("dist")
-    proc = subprocess.run(
-        [sys.executable, "-m", "pip", "wheel", "-v", "--no-deps", "--no-build-isolation", "-w", str(dist), str(src)],
-        capture_output=True, text=True, timeout=300,
-    )
-    assert proc.returncode == 0, proc.stdout + proc.stderr
-    (path,) = dist.glob("tfm_cls-*.whl")
-    with zipfile.ZipFile(path) as zf:
-        yield zf, proc.stdout + proc.stderr
+def wheel(built_wheel) -> tuple[zipfile.ZipFile, str]:
+    """(the built wheel, the build's output): conftest.built_wheel, once a session."""
+    with zipfile.ZipFile(built_wheel.path) as zf:
+        yield zf, built_wheel.output
 
 
 def test_the_only_top_level_package_is_tfm_cls(wheel):
@@ -79,7 +61,7 @@ IMPORTS_AS = {"scikit-learn": "sklearn", "pyyaml": "yaml", "onnx-ir": "onnx_ir",
               "prometheus-client": "prometheus_client"}
 # The torch-free install (the base dependencies) runs these; tfm_cls/serve/ adds the serve extra.
 RUNTIME_MODULES = ("tfm_cls/runtime/*.py", "export/infer.py", "tfm_cls/errors.py", "tfm_cls/io.py", "tfm_cls/__init__.py",
-                   "export/__init__.py")
+                   "export/__init__.py", "tfm_cls/web_export.py", "tfm_cls/cli/web.py")
 SERVE_MODULES = ("tfm_cls/serve/*.py",)
 # `tfm-cls batch` and the Ray Data predictor (in the runtime package, but for the ray extra).
 RAY_MODULES = ("tfm_cls/runtime/ray_predictor.py", "tfm_cls/batch/*.py")
