@@ -139,8 +139,9 @@ def classical_baseline(data: ClassificationData, task: str, results: dict[str, A
         rows = data.splits[name]
         if rows_taken is not None:
             rows = rows.shuffle(seed=0).select(range(rows_taken))
-        pairs = list(rows["text_pair"]) if "text_pair" in rows.column_names else None
-        return Split(texts=list(rows["text"]), targets=np.asarray(rows["label"]), pairs=pairs)
+        columns = rows.with_format("arrow")  # each column read as one list, not a row at a time
+        pairs = columns["text_pair"].to_pylist() if "text_pair" in rows.column_names else None
+        return Split(texts=columns["text"].to_pylist(), targets=np.asarray(columns["label"].to_pylist()), pairs=pairs)
 
     n = len(data.splits["train"])
     # the whole set's model, the probe's too: its time is what the whole fit is judged by (tnews: the probe's

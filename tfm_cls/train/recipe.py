@@ -95,11 +95,11 @@ def _names_labels(cfg: ClassifierConfig) -> bool:
 
 def _vocabulary_texts(data: ClassificationData) -> list[str]:
     """The training texts a vocabulary is built from: both sides of a pair."""
-    train_split = data.splits["train"]
-    texts = train_split["text"]
-    if "text_pair" in train_split.column_names:
-        texts = [*texts, *train_split["text_pair"]]
-    return list(texts)
+    columns = data.splits["train"].with_format("arrow")  # each column read as one list, not a row at a time
+    texts = columns["text"].to_pylist()
+    if "text_pair" in columns.column_names:
+        texts += columns["text_pair"].to_pylist()
+    return texts
 
 
 def _extended(model: nn.Module, tokenizer: Tokenizer, texts: list[str], limit: int,
