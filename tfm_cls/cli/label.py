@@ -55,7 +55,10 @@ def run(args: argparse.Namespace) -> int:
         session = LabelSession(suggester, args.data, args.n, args.pool, run_guess, args.text_field)
         server = LabelServer(session, sock)
         print(f"label at {server.url}  (Ctrl-C to stop)", flush=True)
-        server.run()
+        try:
+            server.run()
+        except KeyboardInterrupt:  # uvicorn stops cleanly, then raises Ctrl-C again: the way to stop, no error
+            pass
     finally:
         sock.close()
     return 0
