@@ -75,6 +75,7 @@ from benchmarks.harness.results import OUT, Results, environment
 from benchmarks.harness.samples import Columns, columns_of, read_splits, sample_name, write_sample
 from tfm_cls.classify.baseline import split_metrics
 from tfm_cls.io import write_text
+from tfm_cls.runtime.jsonl import read_jsonl
 
 logger = logging.getLogger("benchmarks.recipe")
 
@@ -124,12 +125,10 @@ def peek(folder: Path, rows: int = 200) -> tuple[Columns, int]:
     """A folder's columns and task (from its first training rows) and its number of training rows."""
     first = []
     count = 0
-    with (folder / "train.jsonl").open(encoding="utf-8") as f:
-        for line in f:
-            if line.strip():
-                count += 1
-                if len(first) < rows:
-                    first.append(json.loads(line))
+    for _, row in read_jsonl(folder / "train.jsonl"):  # lines end at "\n" only (tfm_cls.runtime.jsonl)
+        count += 1
+        if len(first) < rows:
+            first.append(row)
     return columns_of(first), count
 
 

@@ -47,6 +47,7 @@ from benchmarks.harness.data import read_texts
 from benchmarks.harness.results import OUT, Results, environment, paired_lead
 from benchmarks.harness.samples import read_splits
 from benchmarks.harness.timing import paired_rounds
+from tfm_cls.runtime.jsonl import read_jsonl
 
 logger = logging.getLogger("benchmarks.selection")
 SPEED_TEXTS = 256
@@ -257,7 +258,7 @@ def build_sets(data_root: Path, out: Path) -> list[Path]:
     import random
 
     def rows(path: Path) -> list[dict[str, Any]]:
-        return [json.loads(line) for line in path.read_text(encoding="utf-8").splitlines() if line.strip()]
+        return [row for _, row in read_jsonl(path)]  # "\n" only: splitlines() cut texts holding U+2028
 
     def write(folder: Path, splits: dict[str, list[dict[str, Any]]], labels: list[str]) -> Path:
         folder.mkdir(parents=True, exist_ok=True)

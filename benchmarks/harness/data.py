@@ -12,6 +12,7 @@ from typing import Any
 import numpy as np
 
 from tfm_cls.classify.baseline import Split
+from tfm_cls.runtime.jsonl import read_jsonl
 
 REPO = Path(__file__).resolve().parents[2]
 """The repository root (configs/, bench_results/)."""
@@ -25,12 +26,10 @@ __all__ = ["DATA_ROOT", "REPO", "Split", "config_splits", "read_folder", "read_l
 def read_rows(path: str | Path, limit: int | None = None) -> list[dict[str, Any]]:
     """The first `limit` (all: None) rows of a .jsonl file; blank lines are skipped."""
     rows = []
-    with Path(path).open(encoding="utf-8") as f:
-        for line in f:
-            if line.strip():
-                rows.append(json.loads(line))
-                if limit and len(rows) >= limit:
-                    break
+    for _, row in read_jsonl(path):  # lines end at "\n" only (tfm_cls.runtime.jsonl)
+        rows.append(row)
+        if limit and len(rows) >= limit:
+            break
     return rows
 
 
