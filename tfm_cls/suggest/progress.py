@@ -41,6 +41,8 @@ class Progress:
                                 file=sys.stderr, dynamic_ncols=True, delay=0.5)
             except ImportError:  # tqdm is a base dependency; without it, the log lines
                 self.bar = None
+        if self.bar is None and total:  # at once: what came before (reading, tokenizing) may have taken a while
+            logger.info("%s: %d %s to go", what, total, unit)
 
     def line(self) -> str:
         """`pool vectors: 1200 of 3000 texts (40%), 45 texts/s, about 40 s left`."""
@@ -65,5 +67,5 @@ class Progress:
     def close(self) -> None:
         if self.bar is not None:
             self.bar.close()
-        elif self.clock() - self.start >= self.every:  # a long run says it ended; a short one stays quiet
+        elif self.clock() - self.start >= self.every:  # a long run says it ended; a short one needs no more
             logger.info("%s: %d %s in %s", self.what, int(self.done), self.unit, _duration(self.clock() - self.start))
