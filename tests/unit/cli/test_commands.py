@@ -38,7 +38,7 @@ def _options(parser: argparse.ArgumentParser) -> dict[str, argparse.Action]:
 def test_every_command_module_registers_one_subparser_that_runs_its_run():
     commands = _subparsers(cli.build_parser())
     assert list(commands) == ["train", "pretrain", "tune", "distill", "compress", "eval", "report", "predict",
-                              "export", "verify-onnx", "quantize", "infer", "batch", "serve", "suggest", "label"]
+                              "export", "verify-onnx", "quantize", "infer", "batch", "serve", "suggest", "label", "web"]
     for module in entry.COMMANDS:
         name = module.__name__.rsplit(".", 1)[1].replace("_", "-")
         assert commands[name].get_default("func") is module.run, name
