@@ -36,7 +36,7 @@ from tfm_cls.classify.wide_fit import plan_loop, start_wide
 from tfm_cls.config import ClassifierConfig, WideConfig, save_config
 from tfm_cls.data.char_grams import branch_terms
 from tfm_cls.data.sources import ClassificationData, load_data
-from tfm_cls.data.tokenized import tokenize_splits
+from tfm_cls.data.tokenized import TOKENIZE_BLOCK, tokenize_dataset, tokenize_splits
 from tfm_cls.data.tokenizer import (
     PAD_ID,
     UNK,
@@ -77,11 +77,17 @@ def prepare_run_dir(cfg: ClassifierConfig, *, resume: bool, overwrite: bool) -> 
 
 
 def _as_saved(cfg: ClassifierConfig) -> ClassifierConfig:
-    """`cfg` with its `auto` lengths replaced by those the run directory's config.yaml resolved."""
+    """`cfg` with its `auto` lengths replaced by those the run directory's config.yaml resolved, and the
+    training sample its budget chose (`data.max_train_samples`, where `cfg` names none: `_rows_in_budget`)."""
     saved_file = cfg.resolved_run_dir() / R.CONFIG_FILE
-    if "auto" not in (cfg.tokenizer.max_length, cfg.model.max_len) or not saved_file.is_file():
+    if not saved_file.is_file():
         return cfg
     saved = yaml.safe_load(saved_file.read_text(encoding="utf-8")) or {}
+    sample = saved.get("data", {}).get("max_train_samples") if isinstance(saved.get("data"), dict) else None
+    if cfg.data.max_train_samples is None and isinstance(sample, int):
+        cfg = dataclasses.replace(cfg, data=dataclasses.replace(cfg.data, max_train_samples=sample))
+    if "auto" not in (cfg.tokenizer.max_length, cfg.model.max_len):
+        return cfg
     length, limit = saved.get("tokenizer", {}).get("max_length"), saved.get("model", {}).get("max_len")
     if not isinstance(length, int) or not isinstance(limit, int):
         return cfg
@@ -231,14 +237,72 @@ def _measure_end(cfg: ClassifierConfig, model: nn.Module, splits: dict[str, Any]
         clock.measured(_seconds_per_text(cfg, model, split, device), 1)
 
 
+TOKENIZE_SHARE = 0.25
+"""Under a wall-clock budget, tokenizing the training texts may take at most this share of it: past it, the
+run trains on a seeded sample of as many texts as the share tokenizes (`_rows_in_budget`), decided before
+tokenizing from a timed probe of the texts at hand, so every later stage (the bags, the encoder's epochs,
+the baseline) is sized to it too. A million short texts take ~2-4 minutes of a 15-minute budget here."""
+TOKENIZE_PROBE = 2000
+"""Training texts tokenized (and timed) first, where the split holds more than TOKENIZE_BLOCK."""
+
+
+def _rows_in_budget(cfg: ClassifierConfig, data: ClassificationData, tokenizer: Tokenizer, policy: Any,
+                    clock: WallClock) -> tuple[ClassifierConfig, ClassificationData]:
+    """Under a budget, with more than TOKENIZE_BLOCK training texts: the cost of tokenizing one, timed on
+    TOKENIZE_PROBE of them, decides whether all fit in TOKENIZE_SHARE of the budget; where they do not, the
+    data's training split becomes a seeded sample of as many as fit (`data.max_train_samples`, recorded in
+    the run's config, said in the clock's shrunk). Else (cfg, data) as they were."""
+    train = data.splits["train"]
+    n = len(train)
+    if clock.budget is None or n <= TOKENIZE_BLOCK:
+        return cfg, data
+    shuffled = train.shuffle(seed=cfg.data.split_seed)
+    took = []
+    for size in (TOKENIZE_PROBE // 10, TOKENIZE_PROBE):  # the difference: a text's cost, less a map's fixed cost
+        started = time.monotonic()
+        tokenize_dataset(shuffled.select(range(size)), tokenizer, "tokenize (probe)", policy)
+        took.append(time.monotonic() - started)
+    per_text = max(took[1] - took[0], 0.5 * took[1]) / (TOKENIZE_PROBE - TOKENIZE_PROBE // 10)
+    affordable = int(TOKENIZE_SHARE * clock.budget / max(per_text, 1e-9))
+    logger.info("tokenize: %.2f ms a training text (probe of %d): all %d ~%.0f s, the share %.0f s",
+                1e3 * per_text, TOKENIZE_PROBE, n, per_text * n, TOKENIZE_SHARE * clock.budget)
+    if affordable >= n:
+        return cfg, data
+    affordable = max(affordable, TOKENIZE_BLOCK)
+    clock.shrink(f"trained on a sample of {affordable} of {n} training texts (tokenizing all was measured to need "
+                 f"~{per_text * n:.0f} s, {TOKENIZE_SHARE:.0%} of the budget is {TOKENIZE_SHARE * clock.budget:.0f} s)")
+    return _sampled(cfg, data, affordable)
+
+
+def _sampled(cfg: ClassifierConfig, data: ClassificationData, rows: int) -> tuple[ClassifierConfig, ClassificationData]:
+    """The config and data with a seeded sample of `rows` training texts (`data.max_train_samples`, the
+    same sample tfm_cls.data.sources draws for it)."""
+    train = data.splits["train"].shuffle(seed=cfg.data.split_seed).select(range(rows))
+    return (dataclasses.replace(cfg, data=dataclasses.replace(cfg.data, max_train_samples=rows)),
+            dataclasses.replace(data, splits=DatasetDict({**data.splits, "train": train})))
+
+
+def _saved_sample(cfg: ClassifierConfig, data: ClassificationData, run_dir: Path) -> tuple[ClassifierConfig,
+                                                                                            ClassificationData]:
+    """A resumed run's training sample where the interrupted run's budget chose one (its config.yaml's
+    data.max_train_samples) and this config names none: the same seeded sample again."""
+    saved_file = run_dir / R.CONFIG_FILE
+    if cfg.data.max_train_samples is not None or not saved_file.is_file():
+        return cfg, data
+    rows = (yaml.safe_load(saved_file.read_text(encoding="utf-8")) or {}).get("data", {}).get("max_train_samples")
+    if not isinstance(rows, int) or rows >= len(data.splits["train"]):
+        return cfg, data
+    logger.info("resume: the interrupted run's sample of %d training texts (its data.max_train_samples)", rows)
+    return _sampled(cfg, data, rows)
+
+
 def _few_labels(cfg: ClassifierConfig, model: nn.Module, splits: dict[str, Any], data: ClassificationData,
-                run_dir: Path, env: D.DistEnv, amp: Any, resume: bool, started: float,
+                run_dir: Path, env: D.DistEnv, amp: Any, resume: bool, clock: WallClock,
                 bag_skips: list[int], stages: StageLog) -> dict[str, Any]:
     """The few-label regime: the classical model against the encoder by cross-validation on the labelled
     texts (tfm_cls.train.few_label_choice, one process); the bag of terms ships where it wins,
     else the contrastive fine-tuning and its fitted head, stopped where the time left is what the end
     of the run is measured to need (`train.wall_minutes`)."""
-    clock = WallClock(cfg.train.wall_minutes, started, finish_rows=_finish_rows(cfg, splits))
     _measure_end(cfg, model, splits, clock, env.device)
     with stages.stage("few-label choice"):
         choice = cross_validate(cfg, model, splits["train"], data.labels, bag_skips) if not env.distributed else None
@@ -296,21 +360,27 @@ def train(
         if env.distributed:  # same initial weights everywhere (DDP broadcasts rank 0's), own dropout masks
             torch.manual_seed(cfg.seed + env.rank)
         if env.is_main:
-            save_config(cfg, run_dir / R.CONFIG_FILE)
             write_json(run_dir / R.MODEL_CONFIG_FILE, model.config)
             write_json(run_dir / R.LABELS_FILE, data.labels)
             save_tokenizer(tokenizer, run_dir / R.TOKENIZER_FILE)
+        clock = WallClock(cfg.train.wall_minutes, started)  # the run's one clock; finish_rows set once tokenized
+        policy = long_text_of(cfg.tokenizer, cfg.inference)
         with stages.stage("tokenize"), D.main_first(env):
+            if resume:  # the interrupted run's sample, where its budget chose one
+                cfg, data = _saved_sample(cfg, data, run_dir)
+            elif not env.distributed:  # the ranks' timings could decide differently
+                cfg, data = _rows_in_budget(cfg, data, tokenizer, policy, clock)
             # few labels read whole (inference.chunk): the training texts' windows too, for the head's vectors
-            splits = tokenize_splits(data.splits, tokenizer, long_text_of(cfg.tokenizer, cfg.inference),
-                                     train_windows=cfg.train.window == "random"
+            splits = tokenize_splits(data.splits, tokenizer, policy, train_windows=cfg.train.window == "random"
                                      or bool(cfg.contrastive.iterations and cfg.inference.chunk))
+        clock.finish_rows = _finish_rows(cfg, splits)
+        if env.is_main:
+            save_config(cfg, run_dir / R.CONFIG_FILE)
         if cfg.contrastive.iterations:  # few labelled texts: pairs, then a fitted head (tfm_cls.train.contrastive)
-            return _few_labels(cfg, model, splits, data, run_dir, env, amp, resume, started,
+            return _few_labels(cfg, model, splits, data, run_dir, env, amp, resume, clock,
                                cfg.wide.skip_ids(marker_ids(tokenizer)), stages)
         # the wide branch (tfm_cls.classify.wide_fit): its IDF table and warm start on a fresh run,
         # and the warm start's training offsets, which the task adds to the logits in its loss
-        clock = WallClock(cfg.train.wall_minutes, started, finish_rows=_finish_rows(cfg, splits))
         with stages.stage("bags"):
             if not resume and not env.distributed:  # one process: the ranks' timings could plan differently
                 _plan_loop(cfg, model, splits, clock, env.device)

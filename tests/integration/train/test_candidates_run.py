@@ -133,7 +133,7 @@ def test_the_bag_candidate_is_the_warm_start_as_fitted_not_the_trained_heads_bia
     deep = R.load_run(run, candidate="wide_and_deep")
     with torch.no_grad():
         deep.model.head.bias.add_(1.0)
-    tokens = SimpleNamespace(input_ids=[[5, 6, 7]])
+    tokens = SimpleNamespace(input_ids=[[5, 6, 7]], lengths=np.array([3]))
     task = SimpleNamespace(model=deep.model, cfg=deep.config, run_dir=run, splits={"train": tokens})
     models = candidate_models(task)
     assert torch.equal(models["bag_of_terms"].bias.detach(), fitted)
