@@ -61,8 +61,11 @@ def test_long_few_label_texts_are_read_whole_by_the_head_and_by_the_export(tmp_p
     # the head is the logistic regression of the mean window vectors (not of the first windows')
     weight, bias = logistic_head(means, targets, len(CLASSES), cfg.contrastive.head_c, cfg.seed)
     head = loaded.model.head
-    assert head.weight.detach().numpy() == pytest.approx(weight, abs=1e-4)
-    assert head.bias.detach().numpy() == pytest.approx(bias, abs=1e-4)
+    # within lbfgs' own tolerance (tol 1e-4 on the gradient): the run's vectors came in batches, these one by one,
+    # a float32 rounding apart, and scikit-learn 1.9's solver stops 2e-4 apart on them; the first windows' head
+    # (below) is 1e-2 away
+    assert head.weight.detach().numpy() == pytest.approx(weight, abs=1e-3)
+    assert head.bias.detach().numpy() == pytest.approx(bias, abs=1e-3)
     first = np.stack([v[0] for v in per_text])
     first_weight, _ = logistic_head(first, targets, len(CLASSES), cfg.contrastive.head_c, cfg.seed)
     assert np.abs(first_weight - weight).max() > 1e-2  # the first windows alone would have given another head
@@ -72,4 +75,4 @@ def test_long_few_label_texts_are_read_whole_by_the_head_and_by_the_export(tmp_p
     test_means = np.stack([v.mean(axis=0) for v in test_vectors])
     assert list(counts) == [len(v) for v in test_vectors] and min(counts) >= 3
     expected = softmax((test_means @ weight.T + bias) / loaded.temperature)
-    assert np.asarray(scores) == pytest.approx(expected, abs=1e-4)
+    assert np.asarray(scores) == pytest.approx(expected, abs=1e-3)
