@@ -87,9 +87,11 @@ class WallClock:
         """Whether `seconds` more fit in what is left."""
         return seconds <= self.left()
 
-    def stop_reason(self) -> str | None:
-        """Why the loop stops now (the time left is what the end needs), or None."""
-        if self.budget is None or self.left() > self.reserve():
+    def stop_reason(self, next_step: float = 0.0) -> str | None:
+        """Why the loop stops now (the time left is what the end needs, after a step as long as the last,
+        `next_step` seconds: a 90-label set's long documents took 20 s a step), or None."""
+        if self.budget is None or self.left() > self.reserve() + next_step:
             return None
         return (f"wall-clock budget: {max(self.left(), 0):.0f} s left of {self.budget / 60:g} minutes, and the end "
-                f"of the run is measured to need {self.reserve():.0f} s")
+                f"of the run is measured to need {self.reserve():.0f} s" + (f" after a step of ~{next_step:.0f} s"
+                                                                           if next_step >= 1 else ""))

@@ -289,6 +289,7 @@ class Engine:
             while state.position < len(batches) and not state.stopped:
                 # One optimizer step: up to grad_accum_steps micro-batches (fewer at the epoch's end).
                 n_micro = min(cfg.grad_accum_steps, len(batches) - state.position)
+                step_started = session_start_seconds + (time.perf_counter() - session_start)
                 step_tokens = self._accumulate(train_model, [next(loader) for _ in range(n_micro)])
                 seconds = session_start_seconds + (time.perf_counter() - session_start)
                 if env.distributed:
@@ -318,8 +319,9 @@ class Engine:
                     self._evaluate()
                 state.stopped = stop_reason(cfg, state.step, state.seconds, planned_steps) or state.stopped
                 if self.clock is not None and not state.stopped:
-                    # every rank reads its own clock: under DDP they agree to within a step's collective
-                    state.stopped = self.clock.stop_reason()
+                    # every rank reads its own clock: under DDP they agree to within a step's collective;
+                    # the next step is taken only where one as long as this one still leaves the end its time
+                    state.stopped = self.clock.stop_reason(seconds - step_started)
                 if state.position >= len(batches):
                     break
                 if (cfg.checkpoint_every and state.step % cfg.checkpoint_every == 0) or state.last_eval_step == state.step:

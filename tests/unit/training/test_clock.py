@@ -25,3 +25,10 @@ def test_the_reserve_grows_with_the_measured_cost_of_a_row_and_stops_the_loop():
 def test_the_process_started_before_now():
     started = process_started()
     assert started <= time.monotonic() and time.monotonic() - started < 24 * 3600
+
+
+def test_a_step_as_long_as_the_last_is_taken_only_where_the_end_keeps_its_time():
+    clock = WallClock(1.0, started=time.monotonic() - 20, finish_rows=0)  # 40 s left, the end needs 30
+    assert clock.stop_reason(next_step=5.0) is None
+    reason = clock.stop_reason(next_step=15.0)  # a 15-second step would leave the end 25 s
+    assert reason is not None and "after a step of ~15 s" in reason
