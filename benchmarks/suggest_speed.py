@@ -42,8 +42,8 @@ def peer(threads: int):
     torch.set_num_threads(threads)
     folder = str(encoder_folder())
     word = models.Transformer(folder, max_seq_length=256)
-    model = SentenceTransformer(modules=[word, models.Pooling(word.get_word_embedding_dimension(), "mean"),
-                                         models.Normalize()], device="cpu")
+    width = (getattr(word, "get_embedding_dimension", None) or word.get_word_embedding_dimension)()  # renamed in 6.x
+    model = SentenceTransformer(modules=[word, models.Pooling(width, "mean"), models.Normalize()], device="cpu")
     return lambda texts: model.encode(texts, batch_size=32, convert_to_numpy=True, show_progress_bar=False)
 
 
