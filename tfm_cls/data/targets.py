@@ -103,8 +103,9 @@ def _refuse_mixed_labels(values: dict[str, list[Any]], where: dict[str, str]) ->
 
 
 def column_values(ds: Dataset, column: str) -> list[Any]:
-    """A column's values as one Python list, read in one pass (datasets' lazy Column reads a table a row)."""
-    return ds.with_format("arrow")[column].to_pylist()
+    """A column's values as one Python list, read in one pass (datasets' lazy Column reads a table a row), decoded
+    by its feature as a row read is (a JSON column of mixed types gives back its ints and strings)."""
+    return ds.select_columns([column])[:][column]
 
 
 class ClassTargets:

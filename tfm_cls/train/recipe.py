@@ -306,7 +306,7 @@ def _few_labels(cfg: ClassifierConfig, model: nn.Module, splits: dict[str, Any],
     _measure_end(cfg, model, splits, clock, env.device)
     with stages.stage("few-label choice"):
         choice = cross_validate(cfg, model, splits["train"], data.labels, bag_skips) if not env.distributed else None
-    extra = {"stages": stages.rows}
+    extra = {"stages": list(stages.rows)}
     if choice is not None:
         extra["candidates"] = {"rule": choice.rule, "chosen": choice.chosen, "front": choice.front}
     if choice is not None and choice.bag is not None:
@@ -319,6 +319,7 @@ def _few_labels(cfg: ClassifierConfig, model: nn.Module, splits: dict[str, Any],
                           extra=extra, clock=clock)
     with stages.stage("encoder"):
         state, passes = fit_contrastive(cfg, model, splits["train"], run_dir, env, amp, resume, clock)
+    extra["stages"] = list(stages.rows)
     return finish_run(ClassificationTask(cfg, model, splits, data.labels, run_dir, env, amp), data, state, passes,
                       extra=extra, clock=clock)
 
@@ -408,7 +409,7 @@ def train(
                 state = engine.fit(resume)
             with stages.stage("finish"):
                 return finish_run(task, data, state, state.epoch + state.position / engine.batches_per_epoch, board,
-                                  clock=clock, extra={"stages": stages.rows})
+                                  clock=clock, extra={"stages": list(stages.rows)})
         finally:
             if board is not None:
                 board.close()

@@ -60,7 +60,7 @@ class StageLog:
     def stage(self, name: str) -> Iterator[None]:
         _reset_peak()
         started = time.monotonic()
-        logger.info("stage %s: started", name)
+        logger.debug("stage %s: started", name)
         done = threading.Event()
 
         def beat() -> None:
@@ -72,9 +72,9 @@ class StageLog:
         beating.start()
         try:
             yield
-        finally:
+        finally:  # a stage that failed says nothing more: its error is the one line the user reads
             done.set()
             beating.join()
-            row = {"stage": name, "seconds": round(time.monotonic() - started, 2), "peak_rss_mb": round(peak_rss_mb(), 1)}
-            self.rows.append(row)
-            logger.info("stage %s: %.1f s, peak RSS %.0f MB", name, row["seconds"], row["peak_rss_mb"])
+        row = {"stage": name, "seconds": round(time.monotonic() - started, 2), "peak_rss_mb": round(peak_rss_mb(), 1)}
+        self.rows.append(row)
+        logger.info("stage %s: %.1f s, peak RSS %.0f MB", name, row["seconds"], row["peak_rss_mb"])
