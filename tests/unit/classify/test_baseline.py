@@ -216,11 +216,11 @@ def test_the_baseline_grows_while_the_measured_cost_fits_and_never_starts_withou
     monkeypatch.setattr(C.time, "monotonic", lambda: now[0])
     clock = WallClock(10.0, started=now[0])  # 600 s
     assert finish._baseline_in_budget(fit, 10_000, clock)["train_examples"] == 10_000
-    assert fitted == [500, 2000, 8000, 10_000]  # each size timed before the next is judged
+    assert fitted == [100, 400, 1600, 6400, 10_000]  # each size timed before the next is judged
     fitted.clear()
-    clock = WallClock(1.0, started=now[0])  # 60 s: 500 (5 s), 2,000 (~30 s with the margin) fit; 8,000 does not
+    clock = WallClock(1.0, started=now[0])  # 60 s: 100 (1 s), 400 (4 s), 1,600 (16 s) fit; 6,400 (~96 s) does not
     scored = finish._baseline_in_budget(fit, 10_000, clock)
-    assert fitted == [500, 2000] and "2000 of 10000" in scored["shrunk"]
+    assert fitted == [100, 400, 1600] and "1600 of 10000" in scored["shrunk"]
     fitted.clear()
     clock = WallClock(1.0, started=now[0] - 50)  # 10 s left: not even the probe
     assert finish._baseline_in_budget(fit, 10_000, clock) is None and not fitted
