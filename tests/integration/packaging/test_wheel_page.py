@@ -110,10 +110,10 @@ def test_a_fresh_venv_with_the_wheel_writes_the_page_that_chromium_runs(fresh_ve
 
     from kits import serve_kit as K
     from kits import web_kit as W
+    from tfm_cls.export.exporter import export_classifier
 
     from tfm_cls.config import TokenizerConfig
     from tfm_cls.data.tokenizer import train_tokenizer
-    from tfm_cls.export.exporter import export_classifier
 
     tok = train_tokenizer(K.TEXTS, TokenizerConfig(vocab_size=100, min_frequency=1, max_length=K.MAX_LENGTH))
     model = export_classifier(K.tiny(3, tok.get_vocab_size()), root / "model.onnx", tokenizer=tok, labels=K.LABELS,
