@@ -345,8 +345,7 @@ def load_data(cfg: DataConfig) -> ClassificationData:
         fraction = cfg.validation_fraction / (1.0 - (cfg.test_fraction if carved else 0.0))
         train, splits["validation"] = _carve(train, fraction, cfg.split_seed + 1, "validation", source)
         carved.append("validation")
-    if cfg.max_train_samples is not None and cfg.max_train_samples < len(train):
-        train = train.shuffle(seed=cfg.split_seed).select(range(cfg.max_train_samples))
+    train = train_sample(train, cfg)
     if len(train) == 0:
         raise DataError(f"{source}: the training split is empty after splitting")
     result = DatasetDict(train=train, **{name: splits[name] for name in ("validation", "test") if name in splits})
@@ -355,6 +354,15 @@ def load_data(cfg: DataConfig) -> ClassificationData:
         len(names), f" (carved from train: {carved})" if carved else "",
     )
     return ClassificationData(splits=result, labels=names, source=source, carved=carved)
+
+
+def train_sample(train: Dataset, cfg: DataConfig) -> Dataset:
+    """`data.max_train_samples`: a seeded random subset of that many training examples (`split_seed`), or
+    `train` itself where it holds no more (or none is set). The one place the sample is drawn: the budget's
+    choice of it (tfm_cls.train.recipe) and a resume draw the same rows."""
+    if cfg.max_train_samples is None or cfg.max_train_samples >= len(train):
+        return train
+    return train.shuffle(seed=cfg.split_seed).select(range(cfg.max_train_samples))
 
 
 def columns_and_labels(
@@ -383,8 +391,7 @@ def data_from_rows(
             raise DataError(f"{source}: the {split} split is empty (no rows)")
     dsd = DatasetDict({split: Dataset.from_list(list(rows)) for split, rows in given.items() if rows is not None})
     dsd, names = columns_and_labels(dsd, cfg, source, given_names=labels)
-    if cfg.max_train_samples is not None and cfg.max_train_samples < len(dsd["train"]):
-        dsd["train"] = dsd["train"].shuffle(seed=cfg.split_seed).select(range(cfg.max_train_samples))
+    dsd["train"] = train_sample(dsd["train"], cfg)
     logger.info("data %s: %s examples, %d classes", source, {k: len(v) for k, v in dsd.items()}, len(names))
     return ClassificationData(splits=dsd, labels=names, source=source, carved=[])
 

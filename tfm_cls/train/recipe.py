@@ -35,7 +35,7 @@ from tfm_cls.classify.task import ClassificationTask, probe_cost, segment_kwargs
 from tfm_cls.classify.wide_fit import plan_loop, start_wide
 from tfm_cls.config import ClassifierConfig, WideConfig, save_config
 from tfm_cls.data.char_grams import branch_terms
-from tfm_cls.data.sources import ClassificationData, load_data
+from tfm_cls.data.sources import ClassificationData, load_data, train_sample
 from tfm_cls.data.tokenized import TOKENIZE_BLOCK, tokenize_dataset, tokenize_splits
 from tfm_cls.data.tokenizer import (
     PAD_ID,
@@ -277,9 +277,9 @@ def _rows_in_budget(cfg: ClassifierConfig, data: ClassificationData, tokenizer: 
 def _sampled(cfg: ClassifierConfig, data: ClassificationData, rows: int) -> tuple[ClassifierConfig, ClassificationData]:
     """The config and data with a seeded sample of `rows` training texts (`data.max_train_samples`, the
     same sample tfm_cls.data.sources draws for it)."""
-    train = data.splits["train"].shuffle(seed=cfg.data.split_seed).select(range(rows))
-    return (dataclasses.replace(cfg, data=dataclasses.replace(cfg.data, max_train_samples=rows)),
-            dataclasses.replace(data, splits=DatasetDict({**data.splits, "train": train})))
+    cfg = dataclasses.replace(cfg, data=dataclasses.replace(cfg.data, max_train_samples=rows))
+    train = train_sample(data.splits["train"], cfg.data)
+    return cfg, dataclasses.replace(data, splits=DatasetDict({**data.splits, "train": train}))
 
 
 def _saved_sample(cfg: ClassifierConfig, data: ClassificationData, run_dir: Path) -> tuple[ClassifierConfig,
