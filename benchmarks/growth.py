@@ -106,6 +106,12 @@ def main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(argv)
     if not args.short and not args.long:
         parser.error("give --short and/or --long sizes")
+    if not (Path(args.source) / "train.jsonl").is_file():
+        parser.error(f"--source {args.source}: no train.jsonl there (a folder of {{text, label}} rows is expected)")
+    built = [(Path(args.sets) / f"{kind}-{size}").resolve() for kind, sizes in (("short", args.short),
+                                                                               ("long", args.long)) for size in sizes]
+    if Path(args.source).resolve() in built or Path(args.runs).resolve() == Path(args.source).resolve():
+        parser.error(f"--sets / --runs would write into --source {args.source}: name another folder")
     results = Results(args.out, "growth")
     rows: list[dict[str, Any]] = []
     for kind, sizes in (("short", args.short), ("long", args.long)):

@@ -86,8 +86,9 @@ def long_documents(source: str | Path, out: str | Path, rows: int, labels: int =
     vocab = np.array([w for w, _ in counts.most_common()])
     background = np.array([c for _, c in counts.most_common()], dtype=np.float64)
     background /= background.sum()
-    topics = [rng.choice(len(vocab), size=TOPIC_WORDS, replace=False) for _ in range(labels)]
-    topic_weights = 1.0 / np.arange(1, TOPIC_WORDS + 1)  # Zipf within a topic
+    per_topic = min(TOPIC_WORDS, len(vocab))  # a small source has fewer words than a topic would take
+    topics = [rng.choice(len(vocab), size=per_topic, replace=False) for _ in range(labels)]
+    topic_weights = 1.0 / np.arange(1, per_topic + 1)  # Zipf within a topic
     topic_weights /= topic_weights.sum()
     (out / "labels.json").write_text(json.dumps([f"topic_{k:02d}" for k in range(labels)]), encoding="utf-8")
     for split, n in (("train", rows), ("validation", evaluation), ("test", evaluation)):
@@ -101,7 +102,7 @@ def long_documents(source: str | Path, out: str | Path, rows: int, labels: int =
             for k, size in zip(label, length):
                 own = rng.random(size) < TOPIC_SHARE
                 ids = rng.choice(len(vocab), size=size, p=background)
-                ids[own] = topics[k][rng.choice(TOPIC_WORDS, size=int(own.sum()), p=topic_weights)]
+                ids[own] = topics[k][rng.choice(per_topic, size=int(own.sum()), p=topic_weights)]
                 lines.append(json.dumps({"text": " ".join(vocab[ids]), "label": int(k)}) + "\n")
             _write(path, lines)
     return out
