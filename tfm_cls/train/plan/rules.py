@@ -283,7 +283,13 @@ def _fine_tune(c: _Choices, profile: DataProfile, minutes: float, wide: bool) ->
               "many-label documents (docs/tasks.md)",
               wide__enabled=True, wide__weighting="tfidf", wide__ngrams=2, wide__buckets=2**18, wide__warm_start=True,
               wide__loss="squared_hinge")
-        if profile.chars_per_token is None or profile.chars_per_token >= CHARACTER_TOKENS:
+        word_pieces = profile.chars_per_token is None or profile.chars_per_token >= CHARACTER_TOKENS
+        if word_pieces and long_documents:
+            c.set("long documents: no character view (a token's character 2-5-grams, up to 40 of them, would multiply the "
+                  "bag's terms, and its cost in time and file, by up to that many; the view's gains were on short texts, "
+                  "where a text has few words to go on: docs/recipe.md, \"The bag's character view\")",
+                  wide__char_grams=False)
+        elif word_pieces:
             c.set("the tokens are word pieces: each also counts its character 2-5-grams, a second bag normalised on "
                   "its own (the classical word + char_wb model's character view, from the ids alone): in 5-minute runs "
                   "the bag's test score moved +0.1 to +2.8 on six of eight English sets, -0.3 and -0.4 on two; "

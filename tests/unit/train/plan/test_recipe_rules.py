@@ -212,3 +212,18 @@ def test_text_read_character_by_character_gets_a_second_bag_of_triples_and_words
     assert rules_module.character_bag(15) == (3, 2**20)
     assert rules_module.character_bag(28) == (3, 2**19)
     assert rules_module.character_bag(90) == (3, 2**18)
+
+
+def test_long_documents_get_no_character_view_and_short_texts_of_the_same_words_do(tmp_path):
+    # the same word pieces, as short texts and as documents of ~400 tokens (p95 past LONG_TEXT_TOKENS)
+    short = make_texts(600, 0)
+    rng = random.Random(0)
+    documents = [{"text": " ".join(row["text"] for row in rng.sample(short, 40)), "label": label}
+                 for label in range(len(CLASSES)) for _ in range(150)]
+    long_plan = plan_run(profile_data(write_dataset(tmp_path / "long", {"train": documents})), minutes=10)
+    assert long_plan.profile.lengths["p95"] > rules_module.LONG_TEXT_TOKENS
+    wide = long_plan.config().wide
+    assert wide.encoder_length == rules_module.ENCODER_LENGTH and not wide.char_grams
+    assert any("no character view" in line for line in long_plan.describe())
+    short_plan = plan_run(profile_data(write_dataset(tmp_path / "short", {"train": short})), minutes=10)
+    assert short_plan.config().wide.char_grams
