@@ -118,7 +118,7 @@ def _gram_counts(branch: WideBranch, rows: np.ndarray, tokens: np.ndarray, shape
 
 def gram_table(branch: WideBranch) -> sparse.csr_matrix:
     """[vocab, char_rows] int32 CSR: token -> its gram rows (a 1 for each slot of `char_grams` holding one)."""
-    table = branch.char_grams.cpu().numpy()  # [vocab, slots], -1 past a token's last gram
+    table = branch.char_grams.cpu().numpy().astype(np.int64) + branch.gram_offset  # [vocab, slots], -1: none
     token, slot = np.nonzero(table >= 0)
     return sparse.csr_matrix((np.ones(len(token), dtype=np.int32), (token, table[token, slot].astype(np.int64))),
                              shape=(branch.vocab_size, branch.char_rows))

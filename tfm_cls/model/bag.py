@@ -34,7 +34,7 @@ class BagOfTermsClassifier(nn.Module):
                  wide_weighting: str = "tfidf", wide_ngrams: int = 2, wide_buckets: int = BUCKETS,
                  architecture: str = ARCHITECTURE, wide: bool = True, type_vocab_size: int = 0,
                  wide_skip_ids: list[int] | tuple[int, ...] = (), wide_char_rows: int = 0,
-                 wide_char_slots: int = 0) -> None:
+                 wide_char_slots: int = 0, wide_int8: bool = False) -> None:
         super().__init__()
         if architecture != ARCHITECTURE or not wide or type_vocab_size:
             raise ValueError(f"BagOfTermsClassifier: a config of architecture {ARCHITECTURE!r} with wide=true and "
@@ -53,6 +53,8 @@ class BagOfTermsClassifier(nn.Module):
             self.config["wide_skip_ids"] = list(wide_skip_ids)
         if wide_char_rows or wide_char_slots:
             self.config.update(wide_char_rows=wide_char_rows, wide_char_slots=wide_char_slots)
+        if wide_int8:  # its weights lie on an int8 grid (tfm_cls.bag.shrink): the export stores them as int8 rows
+            self.config["wide_int8"] = True
         check_config(self.config)
         self.wide = WideBranch(vocab_size, num_classes, pad_token_id, wide_weighting, wide_ngrams, wide_buckets,
                                wide_skip_ids, wide_char_rows, wide_char_slots)
@@ -90,7 +92,8 @@ class BagOfTermsClassifier(nn.Module):
 
         out = copy.deepcopy(self)
         out.wide = self.wide.compacted()
-        out.config = {**self.config, "wide_char_slots": out.wide.char_slots} if self.wide.char_rows else dict(self.config)
+        out.config = ({**self.config, "wide_char_rows": out.wide.char_rows, "wide_char_slots": out.wide.char_slots}
+                      if self.wide.char_rows else dict(self.config))
         return out
 
     def branch_keys(self) -> list[str]:

@@ -54,6 +54,9 @@ TRIPLE_HASH = 2_246_822_519
 two tokens' bucket: a second multiplier (xxHash's 32-bit prime 2), so a triple's bucket is not that
 of the pair (pair(a, b), c) whenever pair(a, b) is also a token id; in int64 without overflow for
 tables under 2^31 rows."""
+GRAM_OFFSET = 32_767
+"""A compacted character table of at most 65,535 grams is stored as int16, each gram row g (-1: none)
+as g - GRAM_OFFSET: half the bytes of int32 (30,522 tokens x 40 slots: 2.4 MB, not 4.9)."""
 LEGACY_IDF_KEY = "wide_idf"
 """Where models saved before the branch was a module of its own kept `idf`: read as `wide.idf`."""
 
@@ -82,6 +85,7 @@ class WideBranch(nn.Module):
         self.rows = self.char_start + self.char_rows
         if self.char_rows:  # each token's gram rows (from char_start), -1 past its last: set by set_char_grams
             self.register_buffer("char_grams", torch.full((vocab_size, self.char_slots), -1, dtype=torch.int32))
+        self.gram_offset = 0  # GRAM_OFFSET where a compacted table is stored as int16 (`compacted`)
         self.padding_idx = pad_token_id
         self.lr: float | None = None
         self.register_buffer("row_of", None)  # [rows] int32 in a compacted copy (`compacted`), else None
@@ -131,7 +135,7 @@ class WideBranch(nn.Module):
         terms, keep = self._word_terms(input_ids, attention_mask)
         if not self.char_rows:
             return terms, keep
-        grams = self.char_grams[input_ids].long()  # [B, T, K] (stored as int32: half the file)
+        grams = self.char_grams[input_ids].long() + self.gram_offset  # [B, T, K] (stored as int32 or int16)
         grams_kept = keep[:, : input_ids.shape[1]].unsqueeze(-1) & (grams >= 0)  # [B, T, K]
         grams = torch.where(grams_kept, grams + self.char_start, torch.zeros_like(grams))  # [B, T, K]
         return (torch.cat([terms, grams.flatten(1)], dim=1),  # [B, N + T*K]
@@ -192,46 +196,49 @@ class WideBranch(nn.Module):
         term outside them), and `row_of` [rows] int32, a term's row there. Kept: with `tfidf`, the terms
         of IDF above 0 (those the training texts hold, at the character view's min_df; a term of IDF 0
         adds nothing to a bag nor to its norm); with `count`, the rows of non-zero weights. With `tfidf`
-        the character table also drops its grams of IDF 0 and its slots past the most any token keeps.
-        The exported file's size is then what the training data holds, not the hashed table's
-        (tfm_cls.model.bag, export/exporter.py); `rows` and the terms' numbering stay the full table's."""
+        the character view keeps only its grams of IDF above 0, numbered again 0..kept-1 (its `char_rows`
+        become their number), each token's packed left in as many slots as the most any token keeps, and
+        the table is int16 where they fit (GRAM_OFFSET). The exported file's size is then what the
+        training data holds, not the hashed table's (tfm_cls.model.bag, export/exporter.py)."""
         full = self.idf > 0 if self.weighting == "tfidf" else self.weight.abs().sum(dim=1) > 0  # [rows]
-        kept = full.nonzero(as_tuple=True)[0]  # [kept]
+        kept = full.nonzero(as_tuple=True)[0]  # [kept], the full numbering
+        table, reached = self._kept_grams(full)  # [vocab, slots] the new numbering, [char rows] kept
         out = WideBranch(self.vocab_size, self.weight.shape[1], self.padding_idx, self.weighting, self.ngrams,
-                         self.buckets or BUCKETS, self.skip_ids, self.char_rows, self._kept_slots(full))
-        row_of = torch.full((self.rows,), len(kept), dtype=torch.int32)  # [rows]
-        row_of[kept] = torch.arange(len(kept), dtype=torch.int32)
+                         self.buckets or BUCKETS, self.skip_ids, len(reached), table.shape[1])
+        # the kept terms in the copy's numbering: the same words, the kept grams 0..kept-1, in the same order
+        new_full = torch.cat([full[: self.char_start], reached])  # [out.rows]
+        row_of = torch.full((out.rows,), len(kept), dtype=torch.int32)  # [out.rows]
+        row_of[new_full] = torch.arange(len(kept), dtype=torch.int32)
         out.row_of = row_of
         out.weight = nn.Parameter(torch.cat([self.weight[kept], self.weight.new_zeros(1, self.weight.shape[1])]),
                                   requires_grad=False)  # [kept + 1, C]
         if self.weighting == "tfidf":
             out.idf = torch.cat([self.idf[kept], self.idf.new_zeros(1)])  # [kept + 1]
         if self.char_rows:
-            out.char_grams = self._packed_grams(full, out.char_slots)
+            out.gram_offset = GRAM_OFFSET if out.char_rows <= 2 * GRAM_OFFSET + 1 else 0
+            out.char_grams = (table - out.gram_offset).to(torch.int16 if out.gram_offset else torch.int32)
         return out.to(self.weight.device)
 
-    def _kept_slots(self, full: Tensor) -> int:
-        """Slots the compacted character table needs: the most grams of one token it keeps (at least 1)."""
+    def _kept_grams(self, full: Tensor) -> tuple[Tensor, Tensor]:
+        """The compacted character table [vocab, slots] int64 (-1: none) and [grams] bool, which of its
+        grams a text reaches with a value. `tfidf`: the grams of IDF above 0 numbered again 0..kept-1,
+        each token's packed left, slots the most any token keeps (one gram row and one slot at least, so
+        the view and its own norm stay); `count`: the table as it is. No character view: [vocab, 0], []."""
         if not self.char_rows:
-            return 0
+            return torch.zeros(self.vocab_size, 0, dtype=torch.int64), full[:0]
+        grams = self.char_grams.long() + self.gram_offset  # [vocab, slots]
         if self.weighting != "tfidf":
-            return self.char_slots
-        return max(int(self._gram_kept(full).sum(dim=1).max()), 1)
-
-    def _gram_kept(self, full: Tensor) -> Tensor:
-        """[vocab, slots] bool: a slot holding a gram the compacted branch keeps."""
-        grams = self.char_grams.long()  # [vocab, slots]
-        return (grams >= 0) & full[(grams + self.char_start).clamp(max=self.rows - 1)]
-
-    def _packed_grams(self, full: Tensor, slots: int) -> Tensor:
-        """The character table with the grams not kept dropped and each token's kept grams packed left."""
-        if self.weighting != "tfidf":
-            return self.char_grams.clone()
-        kept = self._gram_kept(full)  # [vocab, slots]
+            return grams, full[self.char_start:]
+        on = full[self.char_start:]  # [char_rows] a gram of IDF above 0
+        number = torch.cumsum(on.to(torch.int64), dim=0) - 1  # [char_rows] its number among those
+        slot_kept = (grams >= 0) & on[grams.clamp(min=0)]  # [vocab, slots]
+        renumbered = torch.where(slot_kept, number[grams.clamp(min=0)], torch.full_like(grams, -1))
         # a stable sort on "not kept" moves each row's kept slots first, in their order
-        order = torch.sort((~kept).to(torch.int8), dim=1, stable=True).indices  # [vocab, slots]
-        packed = torch.where(kept, self.char_grams, torch.full_like(self.char_grams, -1)).gather(1, order)
-        return packed[:, :slots].contiguous()
+        order = torch.sort((~slot_kept).to(torch.int8), dim=1, stable=True).indices  # [vocab, slots]
+        slots = max(int(slot_kept.sum(dim=1).max()) if slot_kept.numel() else 0, 1)
+        table = renumbered.gather(1, order)[:, :slots].contiguous()  # [vocab, slots]
+        reached = torch.ones(int(on.sum()), dtype=torch.bool) if on.any() else torch.zeros(1, dtype=torch.bool)
+        return table, reached
 
     @torch.no_grad()
     def set_char_grams(self, table: Tensor) -> None:

@@ -35,14 +35,18 @@ def _fitted(weighting: str, ngrams: int, chars: bool) -> tuple[WideBranch, list[
 def test_the_compacted_branch_gives_the_same_logits_on_any_text(weighting, ngrams, chars):
     branch, _ = _fitted(weighting, ngrams, chars)
     small = branch.compacted()
-    assert small.weight.shape[0] < branch.weight.shape[0] and small.rows == branch.rows
+    assert small.weight.shape[0] < branch.weight.shape[0] and small.rows <= branch.rows
     gen = torch.Generator().manual_seed(5)
     ids = torch.randint(0, VOCAB, (6, 11), generator=gen)  # ids the training texts never held, markers too
     mask = (torch.arange(11) < torch.tensor([11, 7, 1, 0, 4, 9])[:, None]).long()
     with torch.no_grad():
         assert small(ids, mask) == pytest.approx(branch(ids, mask), abs=1e-6)
     if chars and weighting == "tfidf":
-        assert small.char_slots <= branch.char_slots and int(small.char_grams.max()) < branch.char_rows
+        # the grams a training text holds, numbered again, stored as int16 (GRAM_OFFSET)
+        assert small.char_rows == int((branch.idf[branch.char_start:] > 0).sum()) < branch.char_rows
+        assert small.char_grams.dtype == torch.int16 and small.char_slots <= branch.char_slots
+        decoded = small.char_grams.long() + small.gram_offset
+        assert int(decoded.min()) >= -1 and int(decoded.max()) < small.char_rows
 
 
 def test_the_bag_compacted_keeps_its_bias_and_leaves_the_original_untouched():
@@ -60,3 +64,18 @@ def test_the_bag_compacted_keeps_its_bias_and_leaves_the_original_untouched():
     assert small.config["wide_char_slots"] == small.wide.char_slots
     assert sum(t.numel() * t.element_size() for t in small.state_dict().values()) < \
         sum(t.numel() * t.element_size() for t in bag.state_dict().values())
+
+
+def test_a_character_view_of_more_grams_than_int16_holds_keeps_an_int32_table():
+    vocab, slots, grams = 2000, 40, 70_000
+    branch = WideBranch(vocab, 2, 0, "tfidf", 1, char_rows=grams, char_slots=slots)
+    table = torch.randperm(vocab * slots, generator=torch.Generator().manual_seed(0)).view(vocab, slots) % grams
+    branch.set_char_grams(table)
+    branch.set_idf(torch.ones(branch.rows))
+    with torch.no_grad():
+        branch.weight.copy_(torch.randn(branch.rows, 2, generator=torch.Generator().manual_seed(1)))
+    small = branch.compacted()
+    assert small.char_grams.dtype == torch.int32 and small.gram_offset == 0 and small.char_rows == grams
+    ids = torch.randint(1, vocab, (3, 9), generator=torch.Generator().manual_seed(2))
+    with torch.no_grad():
+        assert small(ids) == pytest.approx(branch(ids), abs=1e-5)
