@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import contextlib
 import dataclasses
+import json
 import logging
 import warnings
 from collections.abc import Callable, Iterator
@@ -300,7 +301,29 @@ def export_classifier(
     if callable(getattr(model, "compacted", None)):  # a bag of terms: only the rows its training texts hold
         model = model.compacted()
     meta = build_metadata(model, spec, tokenizer=tokenizer, labels=labels, max_length=max_length, **fields)
-    return export_graph(model, spec, path, meta, fuse)
+    path = export_graph(model, spec, path, meta, fuse)
+    if model_config(model).get("wide_int8"):
+        int8_bag_table(path)
+    return path
+
+
+def int8_bag_table(path: Path) -> None:
+    """A bag whose weights the run put on the int8 grid (tfm_cls.bag.shrink, `wide_int8` in its config):
+    its weight table rewritten as int8 rows and one scale each (export/quantize.quantize_embeddings, whose
+    grid it is: the same logits), a quarter of the bytes; said in the file's `tfm_cls.quantization`."""
+    import onnxruntime
+
+    from tfm_cls.export.quantize import quantize_embeddings
+
+    model = onnx.load(str(path))
+    tables = quantize_embeddings(model)
+    meta = {p.key: p.value for p in model.metadata_props}
+    meta["tfm_cls.quantization"] = json.dumps(
+        {"method": "the run's int8 grid (tfm_cls.bag.shrink)", "weights": "fp32", "per_channel": False,
+         "embeddings": "int8 per-row" if tables else "fp32", "onnxruntime": onnxruntime.__version__})
+    onnx.helper.set_model_props(model, meta)
+    onnx.save(model, str(path))
+    onnx.checker.check_model(str(path))
 
 
 def export_seq2seq(

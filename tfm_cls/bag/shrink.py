@@ -1,0 +1,120 @@
+"""A bag of terms that costs what it holds: its weights on an int8 grid, its weakest terms dropped, each
+step kept only where the validation score holds.
+
+    smaller, report = smallest_holding(bag, score)      # score(model) -> the validation metric
+    # smaller.config["wide_int8"]: the exporter writes its weight table as int8 rows (export/exporter.py)
+
+A linear bag's file is its table: one float per (term, class) for every term the training texts hold,
+so 90 labels of long documents fill 2^18 hashed rows x 90 x 4 bytes (131 MB), and few of those rows
+carry the decision. Two steps, as fastText's `quantize` takes them (`-cutoff`: keep the rows of the
+largest norm; then int8 rows):
+
+- `on_int8_grid`: each weight row rounded to 255 levels of its own scale (max |w| / 127), the table
+  `tfm-cls quantize --embeddings` writes (export/quantize.quantize_embeddings). The run's model holds
+  the rounded floats, so the int8 file computes the same logits (the verifier's check holds unchanged).
+- `pruned`: only the `keep` terms of the largest weight norms; the others leave the bag altogether (IDF
+  0: out of its vocabulary, as TfidfVectorizer's `max_features` leaves a term out), so the compacted
+  export drops their rows (tfm_cls.model.wide.WideBranch.compacted).
+
+`smallest_holding` takes the int8 grid where the validation metric drops by at most INT8_GATE (the
+gate of `tfm-cls quantize`), then halves the terms while it still holds, down to MIN_TERMS; it never
+returns a model that scored lower on validation than the gate allows.
+"""
+
+from __future__ import annotations
+
+import copy
+import dataclasses
+import logging
+from collections.abc import Callable
+
+import torch
+from torch import Tensor, nn
+
+logger = logging.getLogger(__name__)
+
+INT8_GATE = 0.005
+"""The most a smaller bag may lose of the validation metric (a share: 0.5 point of accuracy), the gate
+`tfm-cls quantize` holds an int8 file to (export/quantize.DEFAULT_THRESHOLD, in points)."""
+MIN_TERMS = 1_000
+"""Fewer terms than this are not tried (a bag of a few hundred terms is a keyword list)."""
+
+
+@dataclasses.dataclass
+class ShrinkReport:
+    """What `smallest_holding` tried and kept (metrics.json `bag_tables`)."""
+
+    terms_before: int
+    terms_kept: int
+    int8: bool
+    validation_before: float
+    validation_after: float
+    tried: list[dict[str, float]]
+
+    def line(self) -> str:
+        if not self.tried:
+            return "the bag's tables stay float32 (no time left to score a smaller one)"
+        if not self.int8:
+            return (f"the bag's tables stay float32: on the int8 grid its validation score fell "
+                    f"{self.validation_before - self.tried[0]['validation']:.4f}, over the {INT8_GATE:g} allowed")
+        sizes = ", ".join(f"{t['terms']:,.0f}" for t in self.tried)
+        return (f"the bag's tables: int8 rows, {self.terms_kept:,} of its {self.terms_before:,} terms (those of the largest "
+                f"weights), validation {self.validation_before:.4f} -> {self.validation_after:.4f} "
+                f"(at most {INT8_GATE:g} lower allowed; terms tried: {sizes})")
+
+
+@torch.no_grad()
+def on_int8_grid(weight: Tensor) -> Tensor:
+    """weight [R, C] -> [R, C]: each row rounded to its nearest of 255 levels k * scale, k in -127..127,
+    scale = max |row| / 127 (export/quantize.quantize_embeddings' grid; a zero row stays zero)."""
+    scale = weight.abs().amax(dim=1, keepdim=True) / 127.0  # [R, 1]
+    scale = torch.where(scale > 0, scale, torch.ones_like(scale))
+    return torch.clamp(torch.round(weight / scale), -127, 127) * scale  # [R, C]
+
+
+def held_terms(bag: nn.Module) -> Tensor:
+    """[rows] bool: the terms the bag counts (IDF above 0)."""
+    return bag.wide.idf > 0
+
+
+@torch.no_grad()
+def pruned(bag: nn.Module, keep: int | None = None) -> nn.Module:
+    """A copy of a `tfidf` bag of terms on the int8 grid holding only its `keep` terms of the largest weight
+    norms (None: all it holds); the others get IDF 0 and no weights. Marked `wide_int8` in its config."""
+    out = copy.deepcopy(bag)
+    wide = out.wide
+    held = held_terms(out)  # [rows]
+    if keep is not None and keep < int(held.sum()):
+        norm = torch.where(held, wide.weight.norm(dim=1), torch.full_like(wide.idf, -1.0))  # [rows]
+        top = torch.topk(norm, keep).indices
+        held = torch.zeros_like(held)
+        held[top] = True
+        wide.idf.mul_(held)
+    wide.weight.copy_(on_int8_grid(wide.weight * held.unsqueeze(1)))
+    out.config["wide_int8"] = True
+    return out
+
+
+def smallest_holding(bag: nn.Module, score: Callable[[nn.Module], float],
+                     affords: Callable[[], bool] = lambda: True) -> tuple[nn.Module, ShrinkReport]:
+    """The smallest of: the bag on the int8 grid with all its terms, then half of them, a quarter, ...
+    (`pruned`, down to MIN_TERMS) whose `score` (higher is better) is at most INT8_GATE under the bag's
+    own; the bag itself where even the int8 grid loses more. Stops at the first size that loses more,
+    or when `affords()` says no time is left for another score."""
+    before = score(bag)
+    terms = int(held_terms(bag).sum())
+    best, kept, after, tried = None, terms, before, []
+    size: int | None = None
+    while affords():
+        candidate = pruned(bag, size)
+        value = score(candidate)
+        tried.append({"terms": float(min(size or terms, terms)), "validation": value})
+        if value < before - INT8_GATE:
+            break
+        best, kept, after = candidate, min(size or terms, terms), value
+        size = kept // 2
+        if size < MIN_TERMS:
+            break
+    report = ShrinkReport(terms, kept, best is not None, before, after, tried)
+    logger.info("%s", report.line())
+    return (best if best is not None else bag), report
