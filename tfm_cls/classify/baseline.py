@@ -42,10 +42,18 @@ from __future__ import annotations
 import dataclasses
 import functools
 import time
+import warnings
 from collections.abc import Callable
 from typing import Any
 
 import numpy as np
+
+MAX_FEATURES = 200_000
+"""The run's baseline keeps at most this many word 1-2-grams (the most frequent)."""
+MAX_COEFFICIENTS = 4_000_000
+"""...and at most this many features x classes of a multinomial model: L-BFGS keeps ~25 float64 copies
+of the coefficients, so 800 MB at most (a 90-class baseline of 200,000 features held 6.5 GB for 400
+long documents; docs/recipe.md)."""
 
 # Ideographs (the ranges of BERT's `_is_chinese_char`), hiragana, katakana (with its phonetic
 # extension and the half-width forms) and hangul syllables.
@@ -98,7 +106,8 @@ def fit_baseline(kind: str, texts: list[str], pairs: list[str] | None, targets: 
     from sklearn.linear_model import LogisticRegression, Ridge
     from sklearn.multiclass import OneVsRestClassifier
 
-    vectorizer = tfidf_vectorizer(min_df=1, max_features=200_000)
+    classes = len(np.unique(targets)) if kind == "classes" else 1  # one model a label (OvR): one row at a time
+    vectorizer = tfidf_vectorizer(min_df=1, max_features=min(MAX_FEATURES, max(MAX_COEFFICIENTS // classes, 1)))
     x = pair_features(vectorizer, texts, pairs, fit=True)
     if kind == "values":
         model = Ridge(alpha=1.0)
@@ -106,7 +115,11 @@ def fit_baseline(kind: str, texts: list[str], pairs: list[str] | None, targets: 
         model = OneVsRestClassifier(LogisticRegression(C=4.0, max_iter=1000, random_state=seed))
     else:
         model = LogisticRegression(C=4.0, max_iter=1000, random_state=seed)
-    model.fit(x, targets)
+    with warnings.catch_warnings():
+        # a budget's first probe may hold 100 texts of 90 classes: scikit-learn then asks whether the
+        # targets are a regression's; they are classes
+        warnings.filterwarnings("ignore", message="The number of unique classes is greater than 50%")
+        model.fit(x, targets)
     return vectorizer, model
 
 
