@@ -33,20 +33,12 @@ from torch import nn
 
 from tfm_cls import runs as R
 from tfm_cls.classify.heads import head_for
-from tfm_cls.classify.wide_fit import (
-    FIRST_FIT,
-    OFFSETS_FILE,
-    OUT_OF_FOLD,
-    deadline_passed,
-    fit_linear,
-    read_out_of_fold,
-    set_idf,
-    warm_start_affords,
-)
+from tfm_cls.classify.wide_fit import OFFSETS_FILE, OUT_OF_FOLD, fit_linear, read_out_of_fold, set_idf
 from tfm_cls.data.tokenized import TokenizedSplit
 from tfm_cls.io import read_json, write_json
 from tfm_cls.model.bag import BagOfTermsClassifier
 from tfm_cls.runs import CANDIDATES_DIR
+from tfm_cls.training.budget import FIRST_FIT
 from tfm_cls.training.clock import WallClock
 from tfm_cls.weights import load_weights, save_tensors, save_weights
 
@@ -73,13 +65,13 @@ def fit_second_bag(cfg: Any, model: nn.Module, splits: dict[str, TokenizedSplit]
             or validation.num_rows == 0:
         return None
     name = name_of(wide.second_bag_ngrams)
-    if deadline_passed(clock):
+    if clock is not None and clock.warm_start_spent():
         clock.shrink(f"no {name} candidate (the warm start's share of the budget is spent)")
         return None
     # its first fit cannot be cut: it starts only where one as long as the first bag's fits (tnews under load:
     # the pairs' 61 s, the triples' 70 s, started with 100 s left, ended the run at 303 s of 300)
-    first_fit = clock.took.get(FIRST_FIT, 0.0) if clock is not None else 0.0
-    if not warm_start_affords(clock, first_fit):
+    first_fit = clock.recorded(FIRST_FIT) if clock is not None else 0.0
+    if clock is not None and not clock.warm_start_affords(first_fit):
         clock.shrink(f"no {name} candidate (a first fit as long as the first bag's, ~{first_fit:.0f} s, does not fit "
                      f"in the warm start's share: {max(clock.left(), 0):.0f} s left)")
         return None

@@ -64,7 +64,7 @@ from tfm_cls.model.bag import ARCHITECTURE as BAG_ARCHITECTURE
 from tfm_cls.model.bag import BagOfTermsClassifier
 from tfm_cls.runs import CANDIDATES_DIR
 from tfm_cls.training.best import HIGHER_IS_BETTER, is_better
-from tfm_cls.training.clock import FIXED_SECONDS, WallClock
+from tfm_cls.training.clock import WallClock
 from tfm_cls.weights import save_weights
 
 logger = logging.getLogger(__name__)
@@ -83,8 +83,6 @@ the same model on a loaded 2-core box vary by several percent); the smaller of t
 MAX_TRAIN_EVIDENCE = 50_000
 """At most this many training texts' out-of-fold logits (a seeded sample) join a comparison: the
 bootstrap's draw counts are [BOOTSTRAP_SAMPLES, texts], and past this the SE is under 0.1 point."""
-CHEAP_SECONDS = 10.0
-"""A candidate whose test scoring is measured to take less than this is scored whatever the clock says."""
 
 
 @dataclasses.dataclass
@@ -465,7 +463,7 @@ def score_test(choice: Choice, task: Any, chosen_test: dict[str, Any] | None,
             row["test"] = {metric: chosen_test[metric]}
             continue
         needed = scoring_seconds(candidate, len(test))
-        if clock is not None and needed > CHEAP_SECONDS and not clock.affords(needed + FIXED_SECONDS):
+        if clock is not None and not clock.affords_scoring(needed):
             row["test"] = None
             skipped.append(f"{candidate.name} not scored on test (~{needed:.0f} s; {max(clock.left(), 0):.0f} s left)")
             logger.warning("wall-clock budget: %s", skipped[-1])

@@ -35,28 +35,14 @@ from tfm_cls.classify.predict import evaluate
 from tfm_cls.classify.task import ClassificationTask
 from tfm_cls.data.sources import ClassificationData
 from tfm_cls.io import write_json
+from tfm_cls.training import budget
 from tfm_cls.training import distributed as D
-from tfm_cls.training.clock import WRITE_SECONDS, WallClock
+from tfm_cls.training.clock import WallClock
 from tfm_cls.training.engine import TrainState
 from tfm_cls.training.tensorboard import TensorBoardSink
 from tfm_cls.weights import load_weights
 
 logger = logging.getLogger(__name__)
-
-BASELINE_PROBE = 100
-"""Under a wall-clock budget the baseline is first fitted on this many training texts, and timed; then on
-BASELINE_GROWTH times as many while the time left affords the measured cost scaled up, so what a size
-costs is known before it is fitted and the run never starts a fit it has no time for (a 90-label set of
-long documents: a first probe of 2,000 texts took 396 s, started with 0 s left; one of 500, 160 s and 7.8 GB,
-started with ~100 s left: a logistic regression's 90 classes over long documents' word and character grams)."""
-BASELINE_GROWTH = 4
-"""Each fit of the baseline takes this many times the texts of the one before (the last: all of them)."""
-BASELINE_MIN_SECONDS = 15.0
-"""Under this many seconds left no baseline is fitted."""
-BASELINE_MARGIN = 1.5
-"""The last fit's time scaled by the rows is multiplied by this before the next is judged affordable: an
-iterative solver takes more iterations on more rows (go_emotions, 43k texts, 5 minutes: the whole fit
-after the probe ended the run at 314 s)."""
 
 
 def calibrate(head: Any, logits: np.ndarray, targets: np.ndarray) -> dict[str, Any]:
@@ -129,8 +115,8 @@ def classical_baseline(data: ClassificationData, task: str, results: dict[str, A
     split and scored on its validation and test, a reference beside what the run ships; a warning
     where it beats the shipped model on validation. None without a validation split, or where the
     wall clock leaves no time for it. Under a budget it is first fitted on BASELINE_PROBE training
-    texts, timed, and fitted on all of them only where the time left affords the measured cost
-    scaled up (else the probe's result stands, `shrunk` says so)."""
+    texts (tfm_cls.training.budget), timed, and fitted on all of them only where the time left affords
+    the measured cost scaled up (else the probe's result stands, `shrunk` says so)."""
     if "validation" not in data.splits:
         logger.info("baseline: not fitted (no validation split to pick its regularisation on)")
         return None
@@ -148,7 +134,7 @@ def classical_baseline(data: ClassificationData, task: str, results: dict[str, A
     # the whole set's model, the probe's too: its time is what the whole fit is judged by (tnews: the probe's
     # 2,000 texts named logistic regression, ~193 s for 48k texts; the whole set's LinearSVC takes seconds)
     name = run_baseline_name(task, "text_pair" in data.splits["train"].column_names, n)
-    if clock is not None and clock.budget is not None and n > BASELINE_PROBE:
+    if clock is not None and clock.budget is not None and n > budget.BASELINE_PROBE:
         scored = _baseline_in_budget(lambda rows: score_beside(
             task, {split: split_of(split, rows if split == "train" and rows < n else None) for split in data.splits},
             name), n, clock)
@@ -170,21 +156,20 @@ def classical_baseline(data: ClassificationData, task: str, results: dict[str, A
 def _baseline_in_budget(fit: Any, n: int, clock: WallClock) -> dict[str, Any] | None:
     """The baseline fitted (`fit(rows)` -> its scores) on BASELINE_PROBE training texts, then on BASELINE_GROWTH
     times as many, up to all `n`, while the time left affords the last fit's time scaled by the texts (with
-    BASELINE_MARGIN); the largest fitted stands, `shrunk` saying where it stopped. None where there is no
-    time for the probe."""
-    if clock.left() < BASELINE_MIN_SECONDS + WRITE_SECONDS:
+    BASELINE_MARGIN: tfm_cls.training.budget.next_baseline_fit); the largest fitted stands, `shrunk` saying
+    where it stopped. None where there is no time for the probe."""
+    if not clock.affords_before_writing(budget.BASELINE_MIN_SECONDS):
         clock.shrink(f"no classical baseline ({max(clock.left(), 0):.0f} s left)")
         return None
-    rows, scored = BASELINE_PROBE, None
+    rows, scored = budget.BASELINE_PROBE, None
     while True:
         started = time.monotonic()
         scored = fit(rows)
         took = time.monotonic() - started
         if rows >= n:
             return scored
-        following = min(n, rows * BASELINE_GROWTH)
-        needed = BASELINE_MARGIN * took * following / rows
-        if not clock.affords(needed + WRITE_SECONDS):  # the baseline is the last scoring; then only files are written
+        following, needed = budget.next_baseline_fit(rows, took, n)
+        if not clock.affords_before_writing(needed):  # the baseline is the last scoring; then only files are written
             scored["shrunk"] = (f"baseline fitted on {rows} of {n} training texts ({following} were measured to need "
                                 f"~{needed:.0f} s, {max(clock.left(), 0):.0f} s were left)")
             logger.warning("wall-clock budget: %s", scored["shrunk"])

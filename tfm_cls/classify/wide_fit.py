@@ -57,6 +57,7 @@ from tfm_cls.data.tokenized import TokenizedSplit
 from tfm_cls.errors import CheckpointError, RunDirError
 from tfm_cls.model.wide import WideBranch
 from tfm_cls.training import distributed as D
+from tfm_cls.training.budget import FIRST_FIT
 from tfm_cls.training.clock import WallClock
 from tfm_cls.weights import save_tensors
 
@@ -334,13 +335,14 @@ def fit_linear(branch: WideBranch, bias: Tensor, head: Any, train: TokenizedSpli
     on validation for the judging), from `bias` [C]. The hinge's C starts at HINGE_START and walks
     (`next_c`); the head's loss rises through WARM_START_C. Under a
     wall-clock budget (`clock`) the fits stop at a deadline that leaves the encoder's loop its
-    time (`plan_loop`) and the end of the run its reserve (an L-BFGS fit cut short there is
+    time (WallClock.plan_loop) and the end of the run its reserve (an L-BFGS fit cut short there is
     still a fit, the first always made), the grid stops past MIN_GRID values where the next fit (timed
     as the slowest yet, scaled by C where C grows) and the folds at the best C yet would pass it, and the out-of-fold fits
     (`folds_for` what) are skipped where they would;
     each cut is said in the clock's `shrunk`, naming `what` was cut."""
     started = time.monotonic()
     rows = fit_rows(branch, train, clock, what)
+    clock = clock if clock is not None else WallClock(None)  # no budget: every fit affordable, no deadline
     bags = torch_csr(bag_rows(branch, train.input_ids if rows is None else as_ragged(train.input_ids).take(rows),
                               what=f"{what}: bags of {train.num_rows if rows is None else len(rows)} training rows"))
     targets = torch.from_numpy(train.row_labels(np.arange(train.num_rows) if rows is None else rows))
@@ -358,7 +360,7 @@ def fit_linear(branch: WideBranch, bias: Tensor, head: Any, train: TokenizedSpli
     best: tuple[float, float, Tensor, Tensor] | None = None
     weights, fitted_bias = None, bias
     seconds_at: dict[float, float] = {}  # each C's fit
-    deadline = _deadline(clock)
+    deadline = clock.warm_start_deadline()
     tried: list[float] = []
     c: float | None = HINGE_START if hinge and len(grid) > 1 else grid[0]
     # a fold is a fit at the chosen C on 4/5 of the rows: liblinear's costs what that C's fit did (the weakest
@@ -369,7 +371,7 @@ def fit_linear(branch: WideBranch, bias: Tensor, head: Any, train: TokenizedSpli
         # past MIN_GRID, the next C only where it and then the folds at the best C yet still fit: the folds
         # before the grid's breadth
         ahead = (next_fit_seconds(seconds_at, c, hinge) + WARM_START_FOLDS * fold_factor * seconds_at[best[1]]) if tried else 0.0
-        if tried and (past_deadline or (len(tried) >= MIN_GRID and not warm_start_affords(clock, ahead))):
+        if tried and (past_deadline or (len(tried) >= MIN_GRID and not clock.warm_start_affords(ahead))):
             clock.shrink(f"{what}'s C grid stopped before C {c:g} ({max(clock.left(), 0):.0f} s left; with its "
                          f"folds it would need ~{ahead:.0f} s)")
             break
@@ -388,8 +390,8 @@ def fit_linear(branch: WideBranch, bias: Tensor, head: Any, train: TokenizedSpli
         if best is None or (has_validation and is_better(best_metric, score, best[0])):
             best = (score, c, weights, fitted_bias)
         seconds_at[c] = time.monotonic() - fit_started
-        if not tried and clock is not None:  # the bags read and one fit made: what a first fit of another bag costs
-            clock.took[FIRST_FIT] = time.monotonic() - started
+        if not tried:  # the bags read and one fit made: what a first fit of another bag costs
+            clock.record(FIRST_FIT, time.monotonic() - started)
         tried.append(c)
         if hinge:
             c = next_c(grid, tried, best[1])
@@ -401,7 +403,7 @@ def fit_linear(branch: WideBranch, bias: Tensor, head: Any, train: TokenizedSpli
     fit = (lambda b, t: _fit_svm(b, t, c)) if hinge else (lambda b, t: _fit(b, t, head.loss, bias, c))
     out_of_fold: Tensor | None = None
     fold_seconds = seconds_at[c] * fold_factor
-    if warm_start_affords(clock, fold_seconds * WARM_START_FOLDS):
+    if clock.warm_start_affords(fold_seconds * WARM_START_FOLDS):
         out_of_fold = out_of_fold_logits(bags, svm_targets, fit, bias.numel())  # [rows, C]
     else:
         clock.shrink(f"no out-of-fold logits for {folds_for} ({WARM_START_FOLDS} fits of ~{fold_seconds:.0f} s; "
@@ -454,75 +456,12 @@ def warm_start(model: nn.Module, head: Any, train: TokenizedSplit, validation: T
                                                 "out_of_fold": fitted.out_of_fold if fitted.rows is None else None}
 
 
-FIRST_FIT = "a bag's first fit"
-"""The clock's `took` key of the seconds from a bag's fit_linear call to its first fit made (its bags
-read, its IDF applied): a second bag, which reads more n-grams, estimates its own by it."""
 MIN_GRID = 2
-"""Values of the C grid fitted unless the warm start's deadline (`_deadline`) has passed, however long
-the last fit took: its first, the strongest penalty, was the best on none of tnews5k / trec under a
-5-minute budget (docs/recipe.md)."""
-LOOP_SHARE = 0.4
-"""Under a wall-clock budget the warm start leaves the encoder's loop at least this share of it (where
-the loop can use it: `plan_loop`)."""
-MIN_TRAINING_SHARE = 0.5
-"""The loop is held its share only where at least this part of it would go to training, not to scoring
-the trained encoder at the end (`plan_loop`)."""
-UNHELD_SHARE = 0.25
-"""Where the loop is not held its share, this part of it stays unspent before the loop all the same: a
-margin for the fits that cannot be cut (liblinear's), each started on an estimate (the grid's next C, the
-folds), and the second bag's first fit, which starts before the deadline with none (tnews: 35-55 s)."""
-
-
-def plan_loop(clock: WallClock | None, finish_seconds: float) -> float | None:
-    """Decide, before the warm start, what it leaves the encoder's loop (`clock.loop_seconds`): its
-    LOOP_SHARE of the budget where at least MIN_TRAINING_SHARE of that would train, else only a margin
-    (UNHELD_SHARE of it), and the share goes to the bags' fits. `finish_seconds`: what the end of the run
-    would need to score the trained encoder (a probe of the model's cost, the clock's reserve at it).
-    The loop trains from where the warm start ends until the end's need is what is left (the engine):
-    for the share and the end's unmeasured reserve, less that need. On tnews (5 minutes, 15,336
-    validation and test texts) the end needed 135-171 s, the share is 120 s: the loop trained 0-31 steps
-    (25 s) that moved nothing, while the bag of triples went without its folds (docs/recipe.md). Returns
-    the seconds held (None without a budget)."""
-    if clock is None or clock.budget is None:
-        return None
-    share = LOOP_SHARE * clock.budget
-    training = share + clock.reserve() - finish_seconds
-    clock.loop_seconds = share if training >= MIN_TRAINING_SHARE * share else UNHELD_SHARE * share
-    if clock.loop_seconds < share:
-        clock.shrink(f"the encoder's loop is not held its share ({share:.0f} s): it would train ~{max(training, 0):.0f} s, "
-                     f"scoring the trained encoder at the end needing ~{finish_seconds:.0f} s; the bags' fits take it")
-    return clock.loop_seconds
-
-
-def _held(clock: WallClock) -> float:
-    """Seconds the warm start leaves the loop: the plan's (`plan_loop`), else LOOP_SHARE of the budget."""
-    return LOOP_SHARE * clock.budget if clock.loop_seconds is None else clock.loop_seconds
-
-
+"""Values of the C grid fitted unless the warm start's deadline (WallClock.warm_start_deadline) has passed,
+however long the last fit took: its first, the strongest penalty, was the best on none of tnews5k / trec
+under a 5-minute budget (docs/recipe.md)."""
 DEADLINE_CHUNK = 10
 """Under a wall-clock budget a fit checks the clock every this many L-BFGS iterations."""
-
-
-def _deadline(clock: WallClock | None) -> float | None:
-    """When (time.monotonic()) the warm start's fits must stop to leave the loop its time (`_held`) and
-    the end of the run its reserve; None without a budget. The first fit runs one chunk whatever it says."""
-    if clock is None or clock.budget is None:
-        return None
-    return time.monotonic() + clock.left() - _held(clock) - clock.reserve()
-
-
-def deadline_passed(clock: WallClock | None) -> bool:
-    """Whether the warm start's share of the budget (`_deadline`) is spent."""
-    deadline = _deadline(clock)
-    return deadline is not None and time.monotonic() >= deadline
-
-
-def warm_start_affords(clock: WallClock | None, seconds: float) -> bool:
-    """Whether the warm start may spend `seconds` more and still leave the loop its time (`_held`) and
-    the end of the run its reserve (always, without a budget)."""
-    if clock is None or clock.budget is None:
-        return True
-    return clock.affords(seconds + _held(clock) + clock.reserve())
 
 
 def fit_branch(model: nn.Module, head: Any, splits: dict[str, TokenizedSplit], wide: WideConfig,

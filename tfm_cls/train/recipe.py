@@ -32,7 +32,7 @@ from tfm_cls.classify.bag_candidate import fit_second_bag
 from tfm_cls.classify.finish import finish_run
 from tfm_cls.classify.heads import check_loss_weights, head_for
 from tfm_cls.classify.task import ClassificationTask, probe_cost, segment_kwargs
-from tfm_cls.classify.wide_fit import plan_loop, start_wide
+from tfm_cls.classify.wide_fit import start_wide
 from tfm_cls.config import ClassifierConfig, WideConfig, save_config
 from tfm_cls.data.char_grams import branch_terms
 from tfm_cls.data.sources import ClassificationData, load_data, train_sample
@@ -57,6 +57,7 @@ from tfm_cls.io import read_json, write_json
 from tfm_cls.model.classifier import token_limit
 from tfm_cls.train.contrastive import fit_contrastive
 from tfm_cls.train.few_label_choice import cross_validate
+from tfm_cls.training import budget
 from tfm_cls.training import distributed as D
 from tfm_cls.training.clock import WallClock
 from tfm_cls.training.engine import Engine, ScalarSink, TrainState, job, start_process
@@ -220,12 +221,12 @@ def _plan_loop(cfg: ClassifierConfig, model: nn.Module, splits: dict[str, Any], 
                device: torch.device) -> None:
     """Under a budget, before a warm start: what the end of the run would need to score the trained model,
     from a probe of its cost on validation rows, decides whether the encoder's loop is held its share
-    (tfm_cls.classify.wide_fit.plan_loop)."""
+    (WallClock.plan_loop)."""
     validation = splits.get("validation")
     if clock.budget is None or not (cfg.wide.enabled and cfg.wide.warm_start) or validation is None \
             or validation.num_rows == 0:
         return
-    plan_loop(clock, clock.reserve_at(_seconds_per_text(cfg, model, validation, device)))
+    clock.plan_loop(clock.reserve_at(_seconds_per_text(cfg, model, validation, device)))
 
 
 def _measure_end(cfg: ClassifierConfig, model: nn.Module, splits: dict[str, Any], clock: WallClock,
@@ -237,40 +238,34 @@ def _measure_end(cfg: ClassifierConfig, model: nn.Module, splits: dict[str, Any]
         clock.measured(_seconds_per_text(cfg, model, split, device), 1)
 
 
-TOKENIZE_SHARE = 0.25
-"""Under a wall-clock budget, tokenizing the training texts may take at most this share of it: past it, the
-run trains on a seeded sample of as many texts as the share tokenizes (`_rows_in_budget`), decided before
-tokenizing from a timed probe of the texts at hand, so every later stage (the bags, the encoder's epochs,
-the baseline) is sized to it too. A million short texts take ~2-4 minutes of a 15-minute budget here."""
-TOKENIZE_PROBE = 2000
-"""Training texts tokenized (and timed) first, where the split holds more than TOKENIZE_BLOCK."""
-
-
 def _rows_in_budget(cfg: ClassifierConfig, data: ClassificationData, tokenizer: Tokenizer, policy: Any,
                     clock: WallClock) -> tuple[ClassifierConfig, ClassificationData]:
     """Under a budget, with more than TOKENIZE_BLOCK training texts: the cost of tokenizing one, timed on
-    TOKENIZE_PROBE of them, decides whether all fit in TOKENIZE_SHARE of the budget; where they do not, the
-    data's training split becomes a seeded sample of as many as fit (`data.max_train_samples`, recorded in
-    the run's config, said in the clock's shrunk). Else (cfg, data) as they were."""
+    TOKENIZE_PROBE of them, decides whether all fit in TOKENIZE_SHARE of the budget (tfm_cls.training.budget);
+    where they do not, the data's training split becomes a seeded sample of as many as fit
+    (`data.max_train_samples`, recorded in the run's config, said in the clock's shrunk). Else (cfg, data)
+    as they were."""
     train = data.splits["train"]
     n = len(train)
     if clock.budget is None or n <= TOKENIZE_BLOCK:
         return cfg, data
     shuffled = train.shuffle(seed=cfg.data.split_seed)
     took = []
-    for size in (TOKENIZE_PROBE // 10, TOKENIZE_PROBE):  # the difference: a text's cost, less a map's fixed cost
+    probe = budget.TOKENIZE_PROBE
+    for size in (probe // 10, probe):  # the difference: a text's cost, less a map's fixed cost
         started = time.monotonic()
         tokenize_dataset(shuffled.select(range(size)), tokenizer, "tokenize (probe)", policy)
         took.append(time.monotonic() - started)
-    per_text = max(took[1] - took[0], 0.5 * took[1]) / (TOKENIZE_PROBE - TOKENIZE_PROBE // 10)
-    affordable = int(TOKENIZE_SHARE * clock.budget / max(per_text, 1e-9))
+    per_text = max(took[1] - took[0], 0.5 * took[1]) / (probe - probe // 10)
+    affordable = clock.rows_in_share(budget.TOKENIZE_SHARE, per_text)
+    share = clock.share(budget.TOKENIZE_SHARE)
     logger.info("tokenize: %.2f ms a training text (probe of %d): all %d ~%.0f s, the share %.0f s",
-                1e3 * per_text, TOKENIZE_PROBE, n, per_text * n, TOKENIZE_SHARE * clock.budget)
+                1e3 * per_text, probe, n, per_text * n, share)
     if affordable >= n:
         return cfg, data
     affordable = max(affordable, TOKENIZE_BLOCK)
     clock.shrink(f"trained on a sample of {affordable} of {n} training texts (tokenizing all was measured to need "
-                 f"~{per_text * n:.0f} s, {TOKENIZE_SHARE:.0%} of the budget is {TOKENIZE_SHARE * clock.budget:.0f} s)")
+                 f"~{per_text * n:.0f} s, {budget.TOKENIZE_SHARE:.0%} of the budget is {share:.0f} s)")
     return _sampled(cfg, data, affordable)
 
 
@@ -374,7 +369,7 @@ def train(
             # few labels read whole (inference.chunk): the training texts' windows too, for the head's vectors
             splits = tokenize_splits(data.splits, tokenizer, policy, train_windows=cfg.train.window == "random"
                                      or bool(cfg.contrastive.iterations and cfg.inference.chunk))
-        clock.finish_rows = _finish_rows(cfg, splits)
+        clock.set_finish_rows(_finish_rows(cfg, splits))
         if env.is_main:
             save_config(cfg, run_dir / R.CONFIG_FILE)
         if cfg.contrastive.iterations:  # few labelled texts: pairs, then a fitted head (tfm_cls.train.contrastive)

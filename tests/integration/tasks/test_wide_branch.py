@@ -20,7 +20,6 @@ from tfm_cls.classify.heads import Head as SingleLabelHead
 from tfm_cls.classify.predict import texts_logits
 from tfm_cls.classify.wide_fit import (
     DEADLINE_CHUNK,
-    FIRST_FIT,
     OFFSETS_FILE,
     WARM_START_C,
     WARM_START_ITERATIONS,
@@ -28,7 +27,6 @@ from tfm_cls.classify.wide_fit import (
     bag_matrix,
     fit_branch,
     fit_linear,
-    plan_loop,
     set_idf,
     start_wide,
     train_branch,
@@ -41,6 +39,7 @@ from tfm_cls.model import TransformerClassifier
 from tfm_cls.runtime.heads import sigmoid
 from tfm_cls.runtime.session import Classifier
 from tfm_cls.train import train
+from tfm_cls.training.budget import FIRST_FIT
 from tfm_cls.training.optim import param_groups
 from tfm_cls.weights import load_weights, save_tensors
 
@@ -613,15 +612,16 @@ def test_a_spent_wall_clock_stops_the_warm_start_grid_and_skips_the_folds(caplog
 
 
 def test_a_loop_that_could_not_train_is_not_held_its_share_and_the_warm_start_fits_its_folds_in_it():
-    from tfm_cls.training.clock import FIXED_SECONDS, WallClock
+    from tfm_cls.training.budget import FIXED_SECONDS
+    from tfm_cls.training.clock import WallClock
 
     # 5 minutes: the share is 120 s; the loop trains for it and the end's unmeasured reserve, less what
     # scoring the trained encoder at the end needs
     clock = WallClock(5.0)
-    assert plan_loop(clock, finish_seconds=FIXED_SECONDS + 60.0) == 120.0 and clock.shrunk == []  # 60 s train: half
-    assert plan_loop(clock, finish_seconds=FIXED_SECONDS + 100.0) == 30.0  # 20 s would train: a margin is kept
+    assert clock.plan_loop(finish_seconds=FIXED_SECONDS + 60.0) == 120.0 and clock.shrunk == []  # 60 s train: half
+    assert clock.plan_loop(finish_seconds=FIXED_SECONDS + 100.0) == 30.0  # 20 s would train: a margin is kept
     assert clock.shrunk[-1].startswith("the encoder's loop is not held its share (120 s): it would train ~20 s")
-    assert plan_loop(WallClock(None), 1e9) is None
+    assert WallClock(None).plan_loop(1e9) is None
 
     rng = np.random.default_rng(2)
     labels = rng.integers(0, 3, 60)
@@ -632,7 +632,7 @@ def test_a_loop_that_could_not_train_is_not_held_its_share_and_the_warm_start_fi
         # 50 s left of a minute: held its 24 s share, the loop leaves the warm start nothing after the end's
         # 30 s reserve; not held (a 6 s margin), it leaves ~14 s, all the tiny grid and folds need
         clock = WallClock(1.0, started=time.monotonic() - 10.0)
-        plan_loop(clock, scoring_the_encoder)
+        clock.plan_loop(scoring_the_encoder)
         model = _tfidf_model()
         set_idf(model.wide, split)
         offsets, _ = warm_start(model, SingleLabelHead(), split, split, "macro_f1", ["a", "b", "c"], clock=clock)
@@ -665,7 +665,7 @@ def test_past_two_c_values_the_grid_stops_where_the_folds_would_no_longer_fit_af
     # tried) and the folds at C 1 (the first of the equals) would need ~3 x 3 + 5 x 1 s: the grid stops
     # there; the folds alone fit
     clock = WallClock(1.0, started=time.monotonic() - 18.0)
-    clock.loop_seconds = 0.0
+    clock.hold_loop(0.0)
     fitted = wide_fit.fit_linear(model.wide, torch.zeros(3), SingleLabelHead(), train_split, val_split, "accuracy",
                                  ["a", "b", "c"], "squared_hinge", clock)
     assert len(clock.shrunk) == 1 and clock.shrunk[0].startswith("the warm start's C grid stopped before C 3 (")
@@ -687,8 +687,8 @@ def test_a_second_bag_starts_only_where_a_first_fit_as_long_as_the_first_bags_fi
     for first_fit in (25.0, 1.0):
         # nothing held for a loop, 45 s left of which the end reserves 30: the deadline is 15 s away
         clock = WallClock(1.0, started=time.monotonic() - 15.0)
-        clock.loop_seconds = 0.0
-        clock.took[FIRST_FIT] = first_fit  # as the first bag's fit_linear records it
+        clock.hold_loop(0.0)
+        clock.record(FIRST_FIT, first_fit)  # as the first bag's fit_linear records it
         made.append(fit_second_bag(cfg, _tfidf_model(), splits, ["a", "b", "c"], tmp_path / str(first_fit), clock))
         assert (made[-1] is None) == (first_fit == 25.0)
         assert any(what.startswith("no bag_of_terms_3 candidate (a first fit as long as the first bag's, ~25 s")
@@ -700,7 +700,7 @@ def test_a_second_bag_starts_only_where_a_first_fit_as_long_as_the_first_bags_fi
     set_idf(model.wide, splits["train"])
     fit_linear(model.wide, torch.zeros(3), SingleLabelHead(), splits["train"], splits["validation"], "accuracy",
                ["a", "b", "c"], "squared_hinge", clock)
-    assert 0.0 < clock.took[FIRST_FIT] < clock.elapsed()
+    assert 0.0 < clock.recorded(FIRST_FIT) < clock.elapsed()
 
 
 def test_without_out_of_fold_margins_the_hinge_keeps_its_own_decision_and_scales_only():

@@ -182,13 +182,14 @@ def _run_data(n_train):
 def test_the_budgets_probe_times_the_model_the_whole_training_set_would_fit(monkeypatch, whole):
     from tfm_cls.classify import baseline as B
     from tfm_cls.classify import finish
+    from tfm_cls.training import budget
     from tfm_cls.training.clock import WallClock
 
     # 150 training texts read as a large set (LinearSVC), probed on 50 (which alone would name logistic regression)
     monkeypatch.setattr(B, "LARGE_TRAINING_SET", 100)
-    monkeypatch.setattr(finish, "BASELINE_PROBE", 50)
+    monkeypatch.setattr(budget, "BASELINE_PROBE", 50)
     if not whole:
-        monkeypatch.setattr(finish, "BASELINE_MARGIN", 1e9)  # the whole fit then looks unaffordable
+        monkeypatch.setattr(budget, "BASELINE_MARGIN", 1e9)  # the whole fit then looks unaffordable
     data, tc = _run_data(150), SimpleNamespace(best_metric="accuracy")
     scored = finish.classical_baseline(data, "single_label", {"validation": {"accuracy": 0.5}}, tc, WallClock(60.0))
     assert scored["model"] == "tfidf-word-svm"

@@ -10,6 +10,7 @@ from tfm_cls.config import ClassifierConfig
 from tfm_cls.data.sources import ClassificationData
 from tfm_cls.data.tokenizer import TokenizerConfig, train_tokenizer
 from tfm_cls.train import recipe
+from tfm_cls.training import budget
 from tfm_cls.training.clock import WallClock
 
 
@@ -26,7 +27,7 @@ def test_a_split_too_long_to_tokenize_in_its_share_is_sampled_before_it_is(monke
                                                                                     max_length=16))
     cfg = ClassifierConfig()
     monkeypatch.setattr(recipe, "TOKENIZE_BLOCK", 500)
-    monkeypatch.setattr(recipe, "TOKENIZE_PROBE", 400)
+    monkeypatch.setattr(budget, "TOKENIZE_PROBE", 400)
     # without a budget, or with all of it affordable, nothing changes
     assert recipe._rows_in_budget(cfg, data, tokenizer, None, WallClock(None)) == (cfg, data)
     assert recipe._rows_in_budget(cfg, data, tokenizer, None, WallClock(600.0))[0] is cfg
@@ -42,7 +43,7 @@ def test_a_split_too_long_to_tokenize_in_its_share_is_sampled_before_it_is(monke
 
     monkeypatch.setattr(recipe, "tokenize_dataset", timed)
     clock = WallClock(1.0)
-    monkeypatch.setattr(recipe, "TOKENIZE_SHARE", 1e-9)  # nothing fits: the floor, TOKENIZE_BLOCK texts
+    monkeypatch.setattr(budget, "TOKENIZE_SHARE", 1e-9)  # nothing fits: the floor, TOKENIZE_BLOCK texts
     sampled_cfg, sampled = recipe._rows_in_budget(cfg, data, tokenizer, None, clock)
     assert [n for _, n in per_text] == [40, 400]  # two probes: a map's fixed cost is not taken for a text's
     assert sampled_cfg.data.max_train_samples == 500 == len(sampled.splits["train"])

@@ -35,6 +35,7 @@ from typing import Any
 
 from tfm_cls.pretrained_encoder import ENCODER, encoder_folder
 from tfm_cls.train.plan.profile import DataProfile
+from tfm_cls.training.budget import TEXTS_PER_SECOND_EVAL, TRAIN_TEXTS_PER_SECOND, overhead_minutes
 
 FEW_SHOT_PER_LABEL = 64
 """At most this many examples for the median label (and FEW_SHOT_TEXTS in all): the contrastive
@@ -349,11 +350,7 @@ def _from_scratch(c: _Choices, profile: DataProfile, minutes: float) -> None:
 
 # ---- estimates ------------------------------------------------------------------------------------------
 
-TEXTS_PER_SECOND_EVAL = 120.0
-"""Texts of ~32 tokens the encoder scores per second on one CPU thread (measured with MiniLM here:
-docs/recipe.md); longer texts cost proportionally more."""
-TRAIN_TEXTS_PER_SECOND = 24.0
-"""Texts of ~32 tokens a second of training (forward + backward) on one CPU thread."""
+# the speeds (TEXTS_PER_SECOND_EVAL, TRAIN_TEXTS_PER_SECOND) and the overhead's figures: tfm_cls.training.budget
 
 
 def _cost(profile: DataProfile) -> float:
@@ -363,15 +360,13 @@ def _cost(profile: DataProfile) -> float:
 
 def _overhead_minutes(profile: DataProfile, minutes: float, wide: bool = False, long_documents: bool = False) -> float:
     """Minutes outside the training loop: loading the encoder, scoring validation and test at the
-    end, the TF-IDF baseline, and (wide) the branch's warm start with its five folds."""
+    end (a validation split carved from train where there is none), the TF-IDF baseline, and (wide) the
+    branch's warm start with its five folds (tfm_cls.training.budget.overhead_minutes)."""
     sizes = profile.sizes
     train, evaluated = sizes["train"], sizes.get("validation", 0) + sizes.get("test", 0)
     if "validation" not in sizes:
         evaluated += int(0.1 * train)
-    scoring = evaluated * _cost(profile) / TEXTS_PER_SECOND_EVAL / 60
-    baseline = 0.1 + train / 40_000
-    warm = (0.2 + train / 10_000 * (3 if long_documents else 1)) if wide else 0.0
-    return min(0.5 * minutes, 0.3 + scoring + baseline + warm)
+    return overhead_minutes(minutes, train, evaluated, _cost(profile), wide=wide, long_documents=long_documents)
 
 
 def _eval_every(profile: DataProfile, train_minutes: float) -> int:
