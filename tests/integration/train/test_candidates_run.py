@@ -6,6 +6,7 @@ import json
 from types import SimpleNamespace
 
 import numpy as np
+import onnx
 import pytest
 import torch
 from kits.tiny_topics import TINY, write_topic_data
@@ -88,6 +89,12 @@ def test_the_chosen_and_the_other_candidate_export_verify_and_run_without_torch(
         assert np.asarray(scores) == pytest.approx(softmax(torch_logits / loaded.temperature), abs=1e-5)
     sizes = {name: path.stat().st_size for name, path in ((chosen, run / "model.onnx"), (other, other_path))}
     assert sizes["bag_of_terms"] < sizes["wide_and_deep"]
+    # a shipped bag on the int8 grid (tfm_cls.bag.shrink) exports its table as int8 rows; a candidate as fitted
+    tables = next(r for r in metrics["candidates"]["front"] if r["chosen"]).get("bag_tables")
+    int8 = {name: any(t.data_type == onnx.TensorProto.INT8 for t in onnx.load(str(path)).graph.initializer)
+            for name, path in ((chosen, run / "model.onnx"), (other, other_path))}
+    assert int8 == {chosen: bool(tables and tables["int8"]), other: False}
+    assert (tables is not None) == (chosen == "bag_of_terms")
     # a candidate the run did not make: one error naming the ones it did, exit 2, nothing written
     capsys.readouterr()
     assert cli.main(["export", "--run", str(run), "--candidate", "nope", "--output", str(tmp_path / "x.onnx")]) == 2
@@ -167,6 +174,9 @@ def test_a_spent_budget_still_writes_a_run_from_the_warm_start_and_says_what_it_
     assert "wide_and_deep (the logits of bag_of_terms)" in (run / R.CARD_FILE).read_text()
     assert isinstance(R.load_run(run).model, BagOfTermsClassifier)
     assert set(metrics["test"]) >= {metrics["best_metric"]}
+    # no time left: the bag ships as fitted, float32, and the front says why
+    assert front["bag_of_terms"]["bag_tables"]["tried"] == [] and not front["bag_of_terms"]["bag_tables"]["int8"]
+    assert "wide_int8" not in R.load_run(run).model.config
 
 
 def test_a_second_bag_is_fitted_as_a_candidate_of_its_own_and_exports_as_any_other(tmp_path):
@@ -195,6 +205,9 @@ def test_a_second_bag_is_fitted_as_a_candidate_of_its_own_and_exports_as_any_oth
     assert f"two bags also on {len(train_texts)} training texts' out-of-fold logits" in metrics["candidates"]["rule"]
     # the first bag's are the warm start's: its offsets (out of fold minus in sample) plus the bag's own logits
     word_bag = R.load_run(run, candidate=None if metrics["candidates"]["chosen"] == "bag_of_terms" else "bag_of_terms")
+    if word_bag.model.config.get("wide_int8"):  # shipped on the int8 grid (tfm_cls.bag.shrink): the bag as fitted
+        deep = R.load_run(run, candidate="wide_and_deep").model
+        word_bag.model = BagOfTermsClassifier.from_wide_and_deep(deep, 16, branch_bias(run))
     in_sample, _, _ = texts_logits(word_bag, train_texts)
     offsets = load_file(str(run / OFFSETS_FILE))["offsets"].numpy()
     assert first == pytest.approx(offsets + in_sample, abs=1e-4)
