@@ -14,6 +14,7 @@ evaluates its share and rank 0 writes.
 
 from __future__ import annotations
 
+import dataclasses
 import logging
 import time
 from typing import Any
@@ -28,7 +29,7 @@ from tfm_cls.classify.calibration import (
     calibration_summary,
     fit_temperature,
 )
-from tfm_cls.classify.candidates import choose, save_candidates, score_test, trained_weights
+from tfm_cls.classify.candidates import Choice, choose, save_candidates, score_test, trained_weights
 from tfm_cls.classify.card import write_card
 from tfm_cls.classify.plots import plot_training_curves
 from tfm_cls.classify.predict import evaluate
@@ -178,6 +179,19 @@ def _baseline_in_budget(fit: Any, n: int, clock: WallClock) -> dict[str, Any] | 
         rows = following
 
 
+@dataclasses.dataclass
+class Scored:
+    """What the end of a run scored (`score_run`): the choice among the run's candidates (None: nothing to
+    choose, or DDP), the shipped model's metrics and logits by split, its calibration (None: none fitted),
+    and what the budget cut short, in the order it happened (metrics.json `wall_clock.shrunk`)."""
+
+    choice: Choice | None
+    results: dict[str, Any]
+    logits: dict[str, np.ndarray]
+    calibration: dict[str, Any] | None
+    shrunk: list[str]
+
+
 def finish_run(
     task: ClassificationTask, data: ClassificationData, state: TrainState, epochs_done: float,
     board: TensorBoardSink | None = None, extra: dict[str, Any] | None = None, clock: WallClock | None = None,
@@ -186,27 +200,55 @@ def finish_run(
     multi-label thresholds) and test (when the splits hold one); write metrics (plus `extra`, e.g.
     a distillation's report), the head's decision file, report and figure, the training curves and
     the model card (rank 0); the test figure and the resolved config also go to TensorBoard."""
-    env, run_dir, splits = task.env, task.run_dir, task.splits
+    env, run_dir = task.env, task.run_dir
     D.on_main(env, load_weights, task.model, trained_weights(run_dir))
     D.broadcast_module(task.model, env)  # the other ranks may not see rank 0's disk
+    scored = score_run(task, data, clock)
+    baseline = _baseline(task, data, scored, clock)
+    metrics = run_metrics(task, data, state, epochs_done, scored, baseline, clock, extra)
+    if env.is_main:
+        write_run(task, data, state, scored, metrics, board)
+    _log_best(task, state, scored.results)
+    return metrics
+
+
+def score_run(task: ClassificationTask, data: ClassificationData, clock: WallClock | None = None) -> Scored:
+    """The run's choice (tfm_cls.classify.candidates) and the chosen model's scores: validation (the
+    choice's, reused), calibration, test, then the candidates not chosen on test where the clock affords it."""
+    env = task.env
     # the deployables the run made, scored on validation: the cheapest that holds the best score
     # becomes the task's model and head (tfm_cls.classify.candidates; one process: DDP keeps its model)
     choice = choose(task) if not env.distributed else None
-    cfg, model, head = task.cfg, task.model, task.task_head
-    tc, device = cfg.train, env.device
     cached = {"validation": (choice.chosen.validation, choice.chosen.logits)} if choice else None
     results, logits, calibration = score_splits(task, data.labels, cached)
     shrunk: list[str] = list(clock.shrunk) if clock is not None else []  # what the budget cut short (metrics.json)
     if choice is not None:
         shrunk += score_test(choice, task, results.get("test"), clock)
-    baseline = None
-    if tc.baseline:
-        baseline = D.on_main(env, classical_baseline, data, head.task, results, tc, clock)
-        if baseline is not None and baseline.get("shrunk"):
-            shrunk.append(baseline["shrunk"])
-    test = splits.get("test")
-    test_logits = logits.get("test")
-    metrics = {
+    return Scored(choice, results, logits, calibration, shrunk)
+
+
+def _baseline(task: ClassificationTask, data: ClassificationData, scored: Scored,
+              clock: WallClock | None) -> dict[str, Any] | None:
+    """The classical baseline beside the shipped model where `train.baseline` asks for it (rank 0;
+    `classical_baseline`); where the budget fitted it on a sample, that is said in `scored.shrunk`."""
+    tc = task.cfg.train
+    if not tc.baseline:
+        return None
+    baseline = D.on_main(task.env, classical_baseline, data, task.task_head.task, scored.results, tc, clock)
+    if baseline is not None and baseline.get("shrunk"):
+        scored.shrunk.append(baseline["shrunk"])
+    return baseline
+
+
+def run_metrics(task: ClassificationTask, data: ClassificationData, state: TrainState, epochs_done: float,
+                scored: Scored, baseline: dict[str, Any] | None, clock: WallClock | None,
+                extra: dict[str, Any] | None = None) -> dict[str, Any]:
+    """The contents of metrics.json: the scores, the loop's record, the data, calibration, baseline, the
+    choice's front and the wall clock's, plus `extra`."""
+    cfg, model, head, env, splits = task.cfg, task.model, task.task_head, task.env, task.splits
+    tc, results, choice = cfg.train, scored.results, scored.choice
+    calibration = scored.calibration
+    return {
         **results,
         **({"task": head.task} if head.records_task else {}),
         "best_step": state.best_step,
@@ -217,7 +259,7 @@ def finish_run(
         "train_seconds": state.seconds,
         "train_tokens_per_second": state.tokens / max(state.seconds, 1e-9),
         "num_parameters": sum(p.numel() for p in model.parameters()),
-        "device": str(device),
+        "device": str(env.device),
         "precision": task.amp.name,
         "world_size": env.world_size,
         "labels": data.labels,
@@ -234,32 +276,46 @@ def finish_run(
         **({"baseline": baseline} if baseline is not None else {}),
         **({"candidates": {"rule": choice.rule, "chosen": choice.chosen.name, "front": choice.front}}
            if choice is not None else {}),
-        **({"wall_clock": {"budget_seconds": clock.budget, "seconds_at_scoring": clock.elapsed(), "shrunk": shrunk}}
+        **({"wall_clock": {"budget_seconds": clock.budget, "seconds_at_scoring": clock.elapsed(),
+                           "shrunk": scored.shrunk}}
            if clock is not None and clock.budget is not None else {}),
         **(extra or {}),
     }
-    if env.is_main:
-        if choice is not None:
-            save_candidates(run_dir, choice, data.labels)
-        if calibration is not None:
-            write_json(run_dir / R.CALIBRATION_FILE, calibration)
-        write_json(run_dir / R.METRICS_FILE, metrics)
-        write_json(run_dir / R.HISTORY_FILE, state.history)
-        head.save_decision(run_dir, data.labels)
-        figure = None
-        if test is not None:
-            figure = head.write_test_results(run_dir, test.labels, test_logits, results["test"], data.labels)
-        plot_training_curves(state.history, run_dir / R.CURVES_FILE, tc.best_metric)
-        if board is not None:
-            if figure is not None:
-                board.image_file(f"test/{figure.stem}", figure, state.step)
-            board.text("config", (run_dir / R.CONFIG_FILE).read_text(encoding="utf-8"), state.step)
-        write_card(run_dir)
+
+
+def write_run(task: ClassificationTask, data: ClassificationData, state: TrainState, scored: Scored,
+              metrics: dict[str, Any], board: TensorBoardSink | None = None) -> None:
+    """The run directory's results (rank 0): the candidates, calibration.json, metrics.json, history.json,
+    the head's decision file, the test report and figure, the training curves and the model card; the
+    test figure and the resolved config also go to TensorBoard."""
+    run_dir, head, tc = task.run_dir, task.task_head, task.cfg.train
+    test = task.splits.get("test")
+    if scored.choice is not None:
+        save_candidates(run_dir, scored.choice, data.labels)
+    if scored.calibration is not None:
+        write_json(run_dir / R.CALIBRATION_FILE, scored.calibration)
+    write_json(run_dir / R.METRICS_FILE, metrics)
+    write_json(run_dir / R.HISTORY_FILE, state.history)
+    head.save_decision(run_dir, data.labels)
+    figure = None
+    if test is not None:
+        figure = head.write_test_results(run_dir, test.labels, scored.logits.get("test"), scored.results["test"],
+                                         data.labels)
+    plot_training_curves(state.history, run_dir / R.CURVES_FILE, tc.best_metric)
+    if board is not None:
+        if figure is not None:
+            board.image_file(f"test/{figure.stem}", figure, state.step)
+        board.text("config", (run_dir / R.CONFIG_FILE).read_text(encoding="utf-8"), state.step)
+    write_card(run_dir)
+
+
+def _log_best(task: ClassificationTask, state: TrainState, results: dict[str, Any]) -> None:
+    """The run's last line: the best step's validation and test scores and where the run was written."""
+    head = task.task_head
 
     def summary(split: str) -> str:
         if split not in results:
             return f"{split} not scored (no {split} split)"
         return f"{split} " + ", ".join(f"{k} {results[split][k]:.4f}" for k in head.summary_keys)
 
-    logger.info("best (step %d): %s | %s -> %s", state.best_step, summary("validation"), summary("test"), run_dir)
-    return metrics
+    logger.info("best (step %d): %s | %s -> %s", state.best_step, summary("validation"), summary("test"), task.run_dir)

@@ -350,64 +350,26 @@ def fit_linear(branch: WideBranch, bias: Tensor, head: Any, train: TokenizedSpli
     single = targets.ndim == 1  # class ids: hinge margins are one class against the rest, then one softmax
     svm_targets = nn.functional.one_hot(targets, bias.numel()).float() if hinge and single else targets
     calibrate = softmax_scaling if single else platt
-    has_validation = validation is not None and validation.num_rows > 0
-    grid = (HINGE_C if hinge else WARM_START_C) if has_validation else ((1.0,) if hinge else (10.0,))
-    if has_validation:
-        val_bags = bag_matrix(branch, validation)
-        val_targets = validation.row_labels(np.arange(validation.num_rows))
-        names = labels or [str(i) for i in range(bias.numel())]
-        judge = copy.deepcopy(head)  # tune() sets thresholds: the task's head keeps its own
-    best: tuple[float, float, Tensor, Tensor] | None = None
-    weights, fitted_bias = None, bias
-    seconds_at: dict[float, float] = {}  # each C's fit
-    deadline = clock.warm_start_deadline()
-    tried: list[float] = []
-    c: float | None = HINGE_START if hinge and len(grid) > 1 else grid[0]
-    # a fold is a fit at the chosen C on 4/5 of the rows: liblinear's costs what that C's fit did (the weakest
-    # penalties fit slowest: tnews' C 3 took 55 s, its C 1 13 s); L-BFGS starts a fold from zeros, ~2x a path step
-    fold_factor = 1.0 if hinge else 2.0
-    while c is not None:  # L-BFGS: C rising, each fit from the last one's solution (a regularisation path)
-        past_deadline = deadline is not None and time.monotonic() >= deadline
-        # past MIN_GRID, the next C only where it and then the folds at the best C yet still fit: the folds
-        # before the grid's breadth
-        ahead = (next_fit_seconds(seconds_at, c, hinge) + WARM_START_FOLDS * fold_factor * seconds_at[best[1]]) if tried else 0.0
-        if tried and (past_deadline or (len(tried) >= MIN_GRID and not clock.warm_start_affords(ahead))):
-            clock.shrink(f"{what}'s C grid stopped before C {c:g} ({max(clock.left(), 0):.0f} s left; with its "
-                         f"folds it would need ~{ahead:.0f} s)")
-            break
-        fit_started = time.monotonic()
-        weights, fitted_bias = _fit_svm(bags, svm_targets, c) if hinge else _fit(bags, targets, head.loss, fitted_bias,
-                                                                                   c, weights, deadline)
-        score = math.nan
-        if has_validation:
-            logits = val_bags @ weights + fitted_bias  # [rows, C]
-            if hinge:
-                scale, shift = calibrate(logits, torch.from_numpy(val_targets))
-                logits = logits * scale + shift
-            judge.tune(logits.numpy(), val_targets)
-            score = float(judge.metrics(logits.numpy(), val_targets, names)[best_metric])
-            logger.info("%s: C %g -> validation %s %.4f", what, c, best_metric, score)
-        if best is None or (has_validation and is_better(best_metric, score, best[0])):
-            best = (score, c, weights, fitted_bias)
-        seconds_at[c] = time.monotonic() - fit_started
-        if not tried:  # the bags read and one fit made: what a first fit of another bag costs
-            clock.record(FIRST_FIT, time.monotonic() - started)
-        tried.append(c)
+    judge = _Judge.of(branch, head, validation, labels, bias.numel(), best_metric, calibrate if hinge else None)
+
+    def fit_at(c: float, start: Tensor | None, start_bias: Tensor, deadline: float | None) -> tuple[Tensor, Tensor]:
         if hinge:
-            c = next_c(grid, tried, best[1])
-        else:
-            c = grid[len(tried)] if len(tried) < len(grid) else None
-    score, c, weights, fitted_bias = best
+            return _fit_svm(bags, svm_targets, c)
+        return _fit(bags, targets, head.loss, start_bias, c, start, deadline)
+
+    best = _walk_grid(fit_at, bias, hinge, judge, clock, started, what)
     # each fold from zeros and the prior: starting from the full fit would carry what it learnt
     # from the held-out rows into their logits wherever L-BFGS stops short of the optimum
+    c = best.c
     fit = (lambda b, t: _fit_svm(b, t, c)) if hinge else (lambda b, t: _fit(b, t, head.loss, bias, c))
     out_of_fold: Tensor | None = None
-    fold_seconds = seconds_at[c] * fold_factor
+    fold_seconds = best.seconds_at[c] * _fold_factor(hinge)
     if clock.warm_start_affords(fold_seconds * WARM_START_FOLDS):
         out_of_fold = out_of_fold_logits(bags, svm_targets, fit, bias.numel())  # [rows, C]
     else:
         clock.shrink(f"no out-of-fold logits for {folds_for} ({WARM_START_FOLDS} fits of ~{fold_seconds:.0f} s; "
                      f"{max(clock.left(), 0):.0f} s left)")
+    weights, fitted_bias = best.weights, best.bias
     if hinge:  # margins -> log-odds (softmax logits), fitted where the margins are those of unseen texts
         # without them, the scale alone: a training text's margin overstates how well its class
         # separates; shifts fitted there lost up to 3 validation points on 3 of 6 (set, order)
@@ -420,7 +382,103 @@ def fit_linear(branch: WideBranch, bias: Tensor, head: Any, train: TokenizedSpli
     with torch.no_grad():
         in_sample = bags @ weights + fitted_bias  # [rows, C]
     method = ("squared hinge + " + ("softmax scaling" if single else "Platt")) if hinge else "the head's loss"
-    return LinearFit(weights, fitted_bias, c, score, out_of_fold, in_sample, time.monotonic() - started, method, rows)
+    return LinearFit(weights, fitted_bias, c, best.score, out_of_fold, in_sample, time.monotonic() - started, method,
+                     rows)
+
+
+def _fold_factor(hinge: bool) -> float:
+    """A fold's time over its C's fit: a fold is a fit at the chosen C on 4/5 of the rows; liblinear's costs what
+    that C's fit did (the weakest penalties fit slowest: tnews' C 3 took 55 s, its C 1 13 s); L-BFGS starts a
+    fold from zeros, ~2x a path step."""
+    return 1.0 if hinge else 2.0
+
+
+@dataclasses.dataclass
+class _Judge:
+    """The validation split as the C grid judges a fit (`score`): its bags [rows, table rows] and targets, the
+    label names, a copy of the task's head (its decision rule tuned on each fit's logits, as the engine's
+    evaluation does; the task's head keeps its own) and, for hinge margins, their scaling (`calibrate`)."""
+
+    bags: Tensor
+    targets: np.ndarray
+    names: list[str]
+    head: Any
+    best_metric: str
+    calibrate: Callable[..., tuple[Tensor, Tensor]] | None
+
+    @classmethod
+    def of(cls, branch: WideBranch, head: Any, validation: TokenizedSplit | None, labels: list[str] | None,
+           outputs: int, best_metric: str, calibrate: Callable[..., tuple[Tensor, Tensor]] | None) -> _Judge | None:
+        """The judge of `validation` (None where there is no validation split, or it is empty)."""
+        if validation is None or validation.num_rows == 0:
+            return None
+        return cls(bag_matrix(branch, validation), validation.row_labels(np.arange(validation.num_rows)),
+                   labels or [str(i) for i in range(outputs)], copy.deepcopy(head), best_metric, calibrate)
+
+    def score(self, weights: Tensor, bias: Tensor) -> float:
+        """The validation `best_metric` of the fit (weights [table rows, C], bias [C])."""
+        logits = self.bags @ weights + bias  # [rows, C]
+        if self.calibrate is not None:
+            scale, shift = self.calibrate(logits, torch.from_numpy(self.targets))
+            logits = logits * scale + shift
+        self.head.tune(logits.numpy(), self.targets)
+        return float(self.head.metrics(logits.numpy(), self.targets, self.names)[self.best_metric])
+
+
+@dataclasses.dataclass
+class _GridBest:
+    """The C grid's walk (`_walk_grid`): the best fit's validation score (nan without validation), C, weights
+    [table rows, C] and bias [C], and the seconds each C's fit took."""
+
+    score: float
+    c: float
+    weights: Tensor
+    bias: Tensor
+    seconds_at: dict[float, float]
+
+
+def _walk_grid(fit_at: Callable[[float, Tensor | None, Tensor, float | None], tuple[Tensor, Tensor]], bias: Tensor,
+               hinge: bool, judge: _Judge | None, clock: WallClock, started: float, what: str) -> _GridBest:
+    """Fit the C grid (`fit_at(c, start weights, start bias, deadline)`): the hinge's from HINGE_START outwards
+    (`next_c`), the head's loss rising through WARM_START_C, each fit from the last one's solution (a
+    regularisation path); without validation (`judge` None) one C. Past MIN_GRID values the next C is fitted
+    only where it and the folds at the best C yet still leave the loop and the end their time, and never
+    past the warm start's deadline (said in the clock's `shrunk`). The clock records the first fit's seconds
+    from `started` (FIRST_FIT)."""
+    grid = (HINGE_C if hinge else WARM_START_C) if judge is not None else ((1.0,) if hinge else (10.0,))
+    best: _GridBest | None = None
+    weights, fitted_bias = None, bias
+    seconds_at: dict[float, float] = {}  # each C's fit
+    deadline = clock.warm_start_deadline()
+    tried: list[float] = []
+    c: float | None = HINGE_START if hinge and len(grid) > 1 else grid[0]
+    while c is not None:  # L-BFGS: C rising, each fit from the last one's solution (a regularisation path)
+        past_deadline = deadline is not None and time.monotonic() >= deadline
+        # past MIN_GRID, the next C only where it and then the folds at the best C yet still fit: the folds
+        # before the grid's breadth
+        ahead = (next_fit_seconds(seconds_at, c, hinge)
+                 + WARM_START_FOLDS * _fold_factor(hinge) * seconds_at[best.c]) if tried else 0.0
+        if tried and (past_deadline or (len(tried) >= MIN_GRID and not clock.warm_start_affords(ahead))):
+            clock.shrink(f"{what}'s C grid stopped before C {c:g} ({max(clock.left(), 0):.0f} s left; with its "
+                         f"folds it would need ~{ahead:.0f} s)")
+            break
+        fit_started = time.monotonic()
+        weights, fitted_bias = fit_at(c, weights, fitted_bias, deadline)
+        score = math.nan
+        if judge is not None:
+            score = judge.score(weights, fitted_bias)
+            logger.info("%s: C %g -> validation %s %.4f", what, c, judge.best_metric, score)
+        if best is None or (judge is not None and is_better(judge.best_metric, score, best.score)):
+            best = _GridBest(score, c, weights, fitted_bias, seconds_at)
+        seconds_at[c] = time.monotonic() - fit_started
+        if not tried:  # the bags read and one fit made: what a first fit of another bag costs
+            clock.record(FIRST_FIT, time.monotonic() - started)
+        tried.append(c)
+        if hinge:
+            c = next_c(grid, tried, best.c)
+        else:
+            c = grid[len(tried)] if len(tried) < len(grid) else None
+    return best
 
 
 def warm_start(model: nn.Module, head: Any, train: TokenizedSplit, validation: TokenizedSplit | None,

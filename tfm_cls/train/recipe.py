@@ -291,13 +291,26 @@ def _saved_sample(cfg: ClassifierConfig, data: ClassificationData, run_dir: Path
     return _sampled(cfg, data, rows)
 
 
+@dataclasses.dataclass
+class _Run:
+    """What every stage of one run reads: its directory, this process's place in the job (DDP), its
+    precision, whether it resumes, the run's one clock and its stage log (metrics.json `stages`)."""
+
+    run_dir: Path
+    env: D.DistEnv
+    amp: Any
+    resume: bool
+    clock: WallClock
+    stages: StageLog
+
+
 def _few_labels(cfg: ClassifierConfig, model: nn.Module, splits: dict[str, Any], data: ClassificationData,
-                run_dir: Path, env: D.DistEnv, amp: Any, resume: bool, clock: WallClock,
-                bag_skips: list[int], stages: StageLog) -> dict[str, Any]:
+                run: _Run, bag_skips: list[int]) -> dict[str, Any]:
     """The few-label regime: the classical model against the encoder by cross-validation on the labelled
     texts (tfm_cls.train.few_label_choice, one process); the bag of terms ships where it wins,
     else the contrastive fine-tuning and its fitted head, stopped where the time left is what the end
     of the run is measured to need (`train.wall_minutes`)."""
+    run_dir, env, amp, clock, stages = run.run_dir, run.env, run.amp, run.clock, run.stages
     _measure_end(cfg, model, splits, clock, env.device)
     with stages.stage("few-label choice"):
         choice = cross_validate(cfg, model, splits["train"], data.labels, bag_skips) if not env.distributed else None
@@ -313,7 +326,7 @@ def _few_labels(cfg: ClassifierConfig, model: nn.Module, splits: dict[str, Any],
         return finish_run(ClassificationTask(cfg, model, splits, data.labels, run_dir, env, amp), data, state, 0.0,
                           extra=extra, clock=clock)
     with stages.stage("encoder"):
-        state, passes = fit_contrastive(cfg, model, splits["train"], run_dir, env, amp, resume, clock)
+        state, passes = fit_contrastive(cfg, model, splits["train"], run_dir, env, amp, run.resume, clock)
     extra["stages"] = list(stages.rows)
     return finish_run(ClassificationTask(cfg, model, splits, data.labels, run_dir, env, amp), data, state, passes,
                       extra=extra, clock=clock)
@@ -343,68 +356,111 @@ def train(
     stages = stages or StageLog()  # each stage's seconds and peak memory: the log, and metrics.json `stages`
     with job(cfg.train.device, lambda: prepare_run_dir(cfg, resume=resume, overwrite=overwrite)) as (env, run_dir):
         amp = start_process(cfg.train, cfg.seed, env)
-        if data is None:
-            with stages.stage("read"), D.main_first(env):  # rank 0 fills the datasets cache, the others read it
-                data = load_data(cfg.data)
-        if not score_test:  # a copy: the caller's data keep their test split
-            data = dataclasses.replace(data, splits=DatasetDict({k: v for k, v in data.splits.items() if k != "test"}))
-        with stages.stage("tokenizer and model"):
-            model, tokenizer = build_model_and_tokenizer(cfg, data, run_dir, resume, env)
-        cfg = resolved_lengths(cfg, max_length_of(tokenizer), model.config["max_len"] if cfg.model.max_len == "auto"
-                               else cfg.model.max_len)  # saved below as numbers
-        model.to(env.device)
-        if env.distributed:  # same initial weights everywhere (DDP broadcasts rank 0's), own dropout masks
-            torch.manual_seed(cfg.seed + env.rank)
-        if env.is_main:
-            write_json(run_dir / R.MODEL_CONFIG_FILE, model.config)
-            write_json(run_dir / R.LABELS_FILE, data.labels)
-            save_tokenizer(tokenizer, run_dir / R.TOKENIZER_FILE)
-        clock = WallClock(cfg.train.wall_minutes, started)  # the run's one clock; finish_rows set once tokenized
-        policy = long_text_of(cfg.tokenizer, cfg.inference)
-        with stages.stage("tokenize"), D.main_first(env):
-            if resume:  # the interrupted run's sample, where its budget chose one
-                cfg, data = _saved_sample(cfg, data, run_dir)
-            elif not env.distributed:  # the ranks' timings could decide differently
-                cfg, data = _rows_in_budget(cfg, data, tokenizer, policy, clock)
-            # few labels read whole (inference.chunk): the training texts' windows too, for the head's vectors
-            splits = tokenize_splits(data.splits, tokenizer, policy, train_windows=cfg.train.window == "random"
-                                     or bool(cfg.contrastive.iterations and cfg.inference.chunk))
-        clock.set_finish_rows(_finish_rows(cfg, splits))
-        if env.is_main:
-            save_config(cfg, run_dir / R.CONFIG_FILE)
+        # the run's one clock; the rows the end of the run scores are set once tokenized
+        run = _Run(run_dir, env, amp, resume, WallClock(cfg.train.wall_minutes, started), stages)
+        data = _read(cfg, data, run, score_test)
+        cfg, model, tokenizer = _model_and_tokenizer(cfg, data, run)
+        cfg, data, splits = _tokenized(cfg, data, tokenizer, run)
         if cfg.contrastive.iterations:  # few labelled texts: pairs, then a fitted head (tfm_cls.train.contrastive)
-            return _few_labels(cfg, model, splits, data, run_dir, env, amp, resume, clock,
-                               cfg.wide.skip_ids(marker_ids(tokenizer)), stages)
-        # the wide branch (tfm_cls.classify.wide_fit): its IDF table and warm start on a fresh run,
-        # and the warm start's training offsets, which the task adds to the logits in its loss
-        with stages.stage("bags"):
-            if not resume and not env.distributed:  # one process: the ranks' timings could plan differently
-                _plan_loop(cfg, model, splits, clock, env.device)
-            offsets = start_wide(cfg, model, splits, data.labels, run_dir, resume=resume, env=env, clock=clock)
-            if not resume and env.is_main:  # another view of the words, a candidate of the run's choice
-                fit_second_bag(cfg, model, splits, data.labels, run_dir, clock)
-        task = ClassificationTask(cfg, model, splits, data.labels, run_dir, env, amp, offsets=offsets)
-        logger.info(
-            "model: %.2fM parameters, %d layers, d_model %d, device %s, %s",
-            sum(p.numel() for p in model.parameters()) / 1e6, len(model.encoder.layers), model.config["d_model"],
-            env.device, amp.name,
-        )
-        board = TensorBoardSink.open(run_dir, cfg.train.tensorboard, fresh=not resume) if env.is_main else None
-        try:
-            engine = Engine(task, cfg.train, env, amp, run_dir, sinks=[s for s in (board, *(sinks or [])) if s],
-                            clock=clock)
-            warmup = cfg.train.warmup_steps
-            if warmup is not None and warmup >= engine.planned_steps:
-                logger.warning(
-                    "train.warmup_steps=%d is not below the %d planned steps: the learning rate never reaches "
-                    "train.lr=%g; lower train.warmup_steps (or set train.warmup_ratio)", warmup, engine.planned_steps,
-                    cfg.train.lr,
-                )
-            with stages.stage("encoder"):
-                state = engine.fit(resume)
-            with stages.stage("finish"):
-                return finish_run(task, data, state, state.epoch + state.position / engine.batches_per_epoch, board,
-                                  clock=clock, extra={"stages": list(stages.rows)})
-        finally:
-            if board is not None:
-                board.close()
+            return _few_labels(cfg, model, splits, data, run, cfg.wide.skip_ids(marker_ids(tokenizer)))
+        offsets = _fit_bags(cfg, model, splits, data, run)
+        return _train_encoder(cfg, model, splits, data, offsets, run, sinks)
+
+
+def _read(cfg: ClassifierConfig, data: ClassificationData | None, run: _Run, score_test: bool) -> ClassificationData:
+    """The splits handed in, else cfg.data read (rank 0 first: it fills the datasets cache, the others read it);
+    without `score_test` a copy without the test split (the caller's data keep theirs)."""
+    if data is None:
+        with run.stages.stage("read"), D.main_first(run.env):
+            data = load_data(cfg.data)
+    if not score_test:
+        data = dataclasses.replace(data, splits=DatasetDict({k: v for k, v in data.splits.items() if k != "test"}))
+    return data
+
+
+def _model_and_tokenizer(cfg: ClassifierConfig, data: ClassificationData,
+                         run: _Run) -> tuple[ClassifierConfig, nn.Module, Tokenizer]:
+    """The model and its tokenizer (`build_model_and_tokenizer`) on the run's device, written to the run
+    directory (rank 0), and the config with its `auto` lengths resolved to numbers (saved so)."""
+    env, run_dir = run.env, run.run_dir
+    with run.stages.stage("tokenizer and model"):
+        model, tokenizer = build_model_and_tokenizer(cfg, data, run_dir, run.resume, env)
+    cfg = resolved_lengths(cfg, max_length_of(tokenizer), model.config["max_len"] if cfg.model.max_len == "auto"
+                           else cfg.model.max_len)  # saved below as numbers
+    model.to(env.device)
+    if env.distributed:  # same initial weights everywhere (DDP broadcasts rank 0's), own dropout masks
+        torch.manual_seed(cfg.seed + env.rank)
+    if env.is_main:
+        write_json(run_dir / R.MODEL_CONFIG_FILE, model.config)
+        write_json(run_dir / R.LABELS_FILE, data.labels)
+        save_tokenizer(tokenizer, run_dir / R.TOKENIZER_FILE)
+    return cfg, model, tokenizer
+
+
+def _tokenized(cfg: ClassifierConfig, data: ClassificationData, tokenizer: Tokenizer,
+               run: _Run) -> tuple[ClassifierConfig, ClassificationData, dict[str, Any]]:
+    """The splits tokenized, on the training rows the budget affords (`_rows_in_budget`; resumed: the
+    interrupted run's sample); the clock told the rows the end of the run scores, the config saved (rank 0).
+    Returns the config and data (a sample's where one was drawn) and the tokenized splits."""
+    env = run.env
+    policy = long_text_of(cfg.tokenizer, cfg.inference)
+    with run.stages.stage("tokenize"), D.main_first(env):
+        if run.resume:  # the interrupted run's sample, where its budget chose one
+            cfg, data = _saved_sample(cfg, data, run.run_dir)
+        elif not env.distributed:  # the ranks' timings could decide differently
+            cfg, data = _rows_in_budget(cfg, data, tokenizer, policy, run.clock)
+        # few labels read whole (inference.chunk): the training texts' windows too, for the head's vectors
+        splits = tokenize_splits(data.splits, tokenizer, policy, train_windows=cfg.train.window == "random"
+                                 or bool(cfg.contrastive.iterations and cfg.inference.chunk))
+    run.clock.set_finish_rows(_finish_rows(cfg, splits))
+    if env.is_main:
+        save_config(cfg, run.run_dir / R.CONFIG_FILE)
+    return cfg, data, splits
+
+
+def _fit_bags(cfg: ClassifierConfig, model: nn.Module, splits: dict[str, Any], data: ClassificationData,
+              run: _Run) -> Any:
+    """The wide branch (tfm_cls.classify.wide_fit): its IDF table and warm start on a fresh run, and the
+    warm start's training offsets [rows, C] (None without one), which the task adds to the logits in its
+    loss; and the second bag, a candidate of the run's choice (tfm_cls.classify.bag_candidate)."""
+    env, clock = run.env, run.clock
+    with run.stages.stage("bags"):
+        if not run.resume and not env.distributed:  # one process: the ranks' timings could plan differently
+            _plan_loop(cfg, model, splits, clock, env.device)
+        offsets = start_wide(cfg, model, splits, data.labels, run.run_dir, resume=run.resume, env=env, clock=clock)
+        if not run.resume and env.is_main:  # another view of the words, a candidate of the run's choice
+            fit_second_bag(cfg, model, splits, data.labels, run.run_dir, clock)
+    return offsets
+
+
+def _train_encoder(cfg: ClassifierConfig, model: nn.Module, splits: dict[str, Any], data: ClassificationData,
+                   offsets: Any, run: _Run, sinks: list[ScalarSink] | None) -> dict[str, Any]:
+    """The encoder trained by the engine (ClassificationTask, the bags' `offsets` in its loss; TensorBoard
+    and `sinks` receive its scalars), then the end of the run (tfm_cls.classify.finish); returns metrics.json's
+    contents."""
+    env, amp, run_dir, stages = run.env, run.amp, run.run_dir, run.stages
+    task = ClassificationTask(cfg, model, splits, data.labels, run_dir, env, amp, offsets=offsets)
+    logger.info(
+        "model: %.2fM parameters, %d layers, d_model %d, device %s, %s",
+        sum(p.numel() for p in model.parameters()) / 1e6, len(model.encoder.layers), model.config["d_model"],
+        env.device, amp.name,
+    )
+    board = TensorBoardSink.open(run_dir, cfg.train.tensorboard, fresh=not run.resume) if env.is_main else None
+    try:
+        engine = Engine(task, cfg.train, env, amp, run_dir, sinks=[s for s in (board, *(sinks or [])) if s],
+                        clock=run.clock)
+        warmup = cfg.train.warmup_steps
+        if warmup is not None and warmup >= engine.planned_steps:
+            logger.warning(
+                "train.warmup_steps=%d is not below the %d planned steps: the learning rate never reaches "
+                "train.lr=%g; lower train.warmup_steps (or set train.warmup_ratio)", warmup, engine.planned_steps,
+                cfg.train.lr,
+            )
+        with stages.stage("encoder"):
+            state = engine.fit(run.resume)
+        with stages.stage("finish"):
+            return finish_run(task, data, state, state.epoch + state.position / engine.batches_per_epoch, board,
+                              clock=run.clock, extra={"stages": list(stages.rows)})
+    finally:
+        if board is not None:
+            board.close()

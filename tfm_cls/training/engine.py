@@ -151,6 +151,24 @@ def stop_reason(cfg: TrainConfig, step: int, seconds: float, planned_steps: int)
     return None
 
 
+@dataclasses.dataclass
+class _Session:
+    """One call of Engine.fit: when it started (time.perf_counter(), and the state's seconds then, so a resumed
+    run's seconds go on counting), the steps the LR schedule spans (`total_steps`: the plan, shrunk to what the
+    measured rate affords within train.max_minutes, `budget` seconds) and where that rate is measured from
+    (seconds, step)."""
+
+    started: float
+    started_seconds: float
+    total_steps: int
+    rate_start: tuple[float, int]
+    budget: float | None
+
+    def seconds(self) -> float:
+        """The run's training seconds now (this session's and those before a resume)."""
+        return self.started_seconds + (time.perf_counter() - self.started)
+
+
 class Engine:
     """Runs a Task's optimisation under one TrainConfig; `fit` returns the final TrainState."""
 
@@ -250,6 +268,25 @@ class Engine:
     # ---- the loop -----------------------------------------------------------------------------------
 
     def fit(self, resume: bool = False) -> TrainState:
+        """Train from the start (or, `resume`, from the last checkpoint) until a stop rule says so: planned
+        steps, epochs, train.max_minutes, early stopping or the wall clock; returns the final TrainState."""
+        train_model = self._start(resume)
+        state, task, cfg = self.state, self.task, self.cfg
+        if not resume and task.has_validation and self._evaluates_at_start():
+            self._evaluate()  # step 0: the start is a candidate for the best weights too
+        if self.clock is not None:  # no first step where the end of the run already needs what is left
+            state.stopped = self.clock.stop_reason() or state.stopped
+        task.model.train()
+        session = _Session(started=time.perf_counter(), started_seconds=state.seconds, total_steps=self.planned_steps,
+                           rate_start=(state.seconds, state.step),
+                           budget=cfg.max_minutes * 60 if cfg.max_minutes else None)
+        while not state.stopped and state.epoch < cfg.epochs and state.step < self.planned_steps:
+            train_model = self._epoch(train_model, session)
+        return self._end_fit()
+
+    def _start(self, resume: bool) -> nn.Module:
+        """The optimizer and the state (fresh, or the last checkpoint's), the body frozen while the head
+        trains alone; returns the model the steps run (DDP-wrapped under torchrun)."""
         task, cfg, env, amp = self.task, self.cfg, self.env, self.amp
         model = task.model
         self.optimizer = optimizer = torch.optim.AdamW(param_groups(model, cfg), lr=cfg.lr, betas=tuple(cfg.betas))
@@ -267,73 +304,78 @@ class Engine:
         set_body_trainable(model, state.step >= cfg.head_only_steps)
         train_model = D.wrap_model(model, env)  # after freezing: DDP synchronises what requires grad now
         self.pending_loss = D.DeviceSum(env.device)  # train loss not yet in state.loss_sum
+        return train_model
 
-        planned_steps = total_steps = self.planned_steps
-        if not resume and task.has_validation and self._evaluates_at_start():
-            self._evaluate()  # step 0: the start is a candidate for the best weights too
-        if self.clock is not None:  # no first step where the end of the run already needs what is left
-            state.stopped = self.clock.stop_reason() or state.stopped
-        model.train()
-        session_start, session_start_seconds = time.perf_counter(), state.seconds
-        rate_start = (state.seconds, state.step)
-        budget = cfg.max_minutes * 60 if cfg.max_minutes else None
-
-        while not state.stopped and state.epoch < cfg.epochs and state.step < planned_steps:
-            batches = task.epoch_batches(state.epoch)
-            loader = iter(task.batches(state.epoch, batches[state.position :]))
-            bar = tqdm(
-                total=len(batches), initial=state.position, desc=f"{task.name} epoch {state.epoch + 1}/{cfg.epochs}",
-                disable=not cfg.progress or not env.is_main or not sys.stderr.isatty(), leave=False, dynamic_ncols=True,
-            )
-            window_start, window_tokens = time.perf_counter(), 0
-            while state.position < len(batches) and not state.stopped:
-                # One optimizer step: up to grad_accum_steps micro-batches (fewer at the epoch's end).
-                n_micro = min(cfg.grad_accum_steps, len(batches) - state.position)
-                step_started = session_start_seconds + (time.perf_counter() - session_start)
-                step_tokens = self._accumulate(train_model, [next(loader) for _ in range(n_micro)])
-                seconds = session_start_seconds + (time.perf_counter() - session_start)
-                if env.distributed:
-                    # One small collective per step gives every rank the same clock and totals, so
-                    # time-budget stops and learning rates cannot diverge between ranks.
-                    totals = D.gather_scalars([seconds, step_tokens, self.pending_loss.take()], env)  # [world, 3]
-                    seconds, step_tokens = float(totals[:, 0].max()), int(totals[:, 1].sum())
-                    state.loss_sum += float(totals[:, 2].sum())
-                state.loss_count += n_micro
-                state.tokens += step_tokens
-                window_tokens += step_tokens
-                scale = apply_lr(optimizer, cfg, state.step, total_steps)
-                amp.step(optimizer, model.parameters(), cfg.grad_clip)
-                state.step += 1
-                state.position += n_micro
-                bar.update(n_micro)
-                if state.step == cfg.head_only_steps:
-                    set_body_trainable(model, True)
-                    train_model = D.wrap_model(model, env)  # DDP takes the newly trainable parameters on
-
-                state.seconds = seconds
-                if budget is not None:
-                    total_steps = affordable_total_steps(state.step, state.seconds, rate_start, budget, planned_steps)
-                if state.step % cfg.log_every == 0 or state.position >= len(batches):
-                    window_start, window_tokens = self._log_train(bar, cfg.lr * scale, window_tokens, window_start), 0
-                if task.has_validation and cfg.eval_every and state.step % cfg.eval_every == 0:
-                    self._evaluate()
-                state.stopped = stop_reason(cfg, state.step, state.seconds, planned_steps) or state.stopped
-                if self.clock is not None and not state.stopped:
-                    # every rank reads its own clock: under DDP they agree to within a step's collective;
-                    # the next step is taken only where one as long as this one still leaves the end its time
-                    state.stopped = self.clock.stop_reason(seconds - step_started)
-                if state.position >= len(batches):
-                    break
-                if (cfg.checkpoint_every and state.step % cfg.checkpoint_every == 0) or state.last_eval_step == state.step:
-                    self._checkpoint()
-            bar.close()
-            del loader  # ends its worker processes before the next epoch starts new ones
-            if state.position >= len(batches):  # epoch done
-                state.epoch, state.position = state.epoch + 1, 0
-                if task.has_validation and not cfg.eval_every and state.last_eval_step != state.step:
-                    self._evaluate()
+    def _epoch(self, train_model: nn.Module, session: _Session) -> nn.Module:
+        """The steps of the state's epoch from its position, each followed by its log line, evaluation,
+        stop rules and checkpoint as the config says; an epoch run to its end is evaluated (without
+        eval_every) and checkpointed. Returns the model the next step runs."""
+        state, task, cfg, env = self.state, self.task, self.cfg, self.env
+        batches = task.epoch_batches(state.epoch)
+        loader = iter(task.batches(state.epoch, batches[state.position :]))
+        bar = tqdm(
+            total=len(batches), initial=state.position, desc=f"{task.name} epoch {state.epoch + 1}/{cfg.epochs}",
+            disable=not cfg.progress or not env.is_main or not sys.stderr.isatty(), leave=False, dynamic_ncols=True,
+        )
+        window_start, window_tokens = time.perf_counter(), 0
+        while state.position < len(batches) and not state.stopped:
+            # One optimizer step: up to grad_accum_steps micro-batches (fewer at the epoch's end).
+            n_micro = min(cfg.grad_accum_steps, len(batches) - state.position)
+            step_started = session.seconds()
+            train_model, step_tokens, lr = self._step(train_model, [next(loader) for _ in range(n_micro)], session)
+            bar.update(n_micro)
+            window_tokens += step_tokens
+            if state.step % cfg.log_every == 0 or state.position >= len(batches):
+                window_start, window_tokens = self._log_train(bar, lr, window_tokens, window_start), 0
+            if task.has_validation and cfg.eval_every and state.step % cfg.eval_every == 0:
+                self._evaluate()
+            state.stopped = stop_reason(cfg, state.step, state.seconds, self.planned_steps) or state.stopped
+            if self.clock is not None and not state.stopped:
+                # every rank reads its own clock: under DDP they agree to within a step's collective;
+                # the next step is taken only where one as long as this one still leaves the end its time
+                state.stopped = self.clock.stop_reason(state.seconds - step_started)
+            if state.position >= len(batches):
+                break
+            if (cfg.checkpoint_every and state.step % cfg.checkpoint_every == 0) or state.last_eval_step == state.step:
                 self._checkpoint()
-        return self._end_fit()
+        bar.close()
+        del loader  # ends its worker processes before the next epoch starts new ones
+        if state.position >= len(batches):  # epoch done
+            state.epoch, state.position = state.epoch + 1, 0
+            if task.has_validation and not cfg.eval_every and state.last_eval_step != state.step:
+                self._evaluate()
+            self._checkpoint()
+        return train_model
+
+    def _step(self, train_model: nn.Module, micro_batches: list[Batch],
+              session: _Session) -> tuple[nn.Module, int, float]:
+        """One optimizer step over `micro_batches`: forward and backward, the ranks' clocks and totals
+        exchanged, the learning rate set and the update made, counted in the state (its step, position,
+        tokens and seconds). Returns the model the next step runs (DDP takes the body on once it trains),
+        the step's tokens (every rank's) and its learning rate."""
+        state, cfg, env, model = self.state, self.cfg, self.env, self.task.model
+        step_tokens = self._accumulate(train_model, micro_batches)
+        seconds = session.seconds()
+        if env.distributed:
+            # One small collective per step gives every rank the same clock and totals, so
+            # time-budget stops and learning rates cannot diverge between ranks.
+            totals = D.gather_scalars([seconds, step_tokens, self.pending_loss.take()], env)  # [world, 3]
+            seconds, step_tokens = float(totals[:, 0].max()), int(totals[:, 1].sum())
+            state.loss_sum += float(totals[:, 2].sum())
+        state.loss_count += len(micro_batches)
+        state.tokens += step_tokens
+        scale = apply_lr(self.optimizer, cfg, state.step, session.total_steps)
+        self.amp.step(self.optimizer, model.parameters(), cfg.grad_clip)
+        state.step += 1
+        state.position += len(micro_batches)
+        if state.step == cfg.head_only_steps:
+            set_body_trainable(model, True)
+            train_model = D.wrap_model(model, env)  # DDP takes the newly trainable parameters on
+        state.seconds = seconds
+        if session.budget is not None:
+            session.total_steps = affordable_total_steps(state.step, state.seconds, session.rate_start,
+                                                         session.budget, self.planned_steps)
+        return train_model, step_tokens, cfg.lr * scale
 
     def _log_train(self, bar: tqdm, lr: float, window_tokens: int, window_start: float) -> float:
         """Log the mean train loss since the last log line (history, sinks, bar or log); returns now."""
