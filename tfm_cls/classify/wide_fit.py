@@ -209,9 +209,15 @@ def _fit_svm(bags: Tensor, targets: Tensor, c: float) -> tuple[Tensor, Tensor]:
     return weights, bias
 
 
-def _fit(bags: Tensor, targets: Tensor, loss: LossFn, bias: Tensor, c: float,
-         start: Tensor | None = None, deadline: float | None = None) -> tuple[Tensor, Tensor]:
-    """(weights [rows, C], bias [C]) minimising loss(bags @ W + b, targets) + ||W||^2 / (2 c n), n
+def fit_head_loss(bags: Tensor, targets: Tensor, loss: LossFn, bias: Tensor, c: float,
+                  start: Tensor | None = None, deadline: float | None = None) -> tuple[Tensor, Tensor]:
+    """A bag's linear model fitted with a head's own loss at one C: the public entry point for a caller that
+    holds its bags already (the warm start's C grid and folds here; the few-label path's cross-validation,
+    tfm_cls.train.few_label_choice). `bags`: a torch sparse CSR [N, rows] (`bag_matrix`, `torch_csr`);
+    `targets`: what `loss` takes (class ids [N], or 0 / 1 [N, C]); `loss`: the head's (`head.loss`);
+    `bias` [C]: the start of the bias (zeros, or the head's prior).
+
+    Returns (weights [rows, C], bias [C]) minimising loss(bags @ W + b, targets) + ||W||^2 / (2 c n), n
     the number of target values: the loss is their mean, so `c` is scikit-learn's C of the summed
     loss. L-BFGS from `start` weights (default zeros) and `bias`; the previous C of the grid is a
     nearby start that takes a fraction of the iterations. The gradient of the weights is formed by
@@ -355,13 +361,13 @@ def fit_linear(branch: WideBranch, bias: Tensor, head: Any, train: TokenizedSpli
     def fit_at(c: float, start: Tensor | None, start_bias: Tensor, deadline: float | None) -> tuple[Tensor, Tensor]:
         if hinge:
             return _fit_svm(bags, svm_targets, c)
-        return _fit(bags, targets, head.loss, start_bias, c, start, deadline)
+        return fit_head_loss(bags, targets, head.loss, start_bias, c, start, deadline)
 
     best = _walk_grid(fit_at, bias, hinge, judge, clock, started, what)
     # each fold from zeros and the prior: starting from the full fit would carry what it learnt
     # from the held-out rows into their logits wherever L-BFGS stops short of the optimum
     c = best.c
-    fit = (lambda b, t: _fit_svm(b, t, c)) if hinge else (lambda b, t: _fit(b, t, head.loss, bias, c))
+    fit = (lambda b, t: _fit_svm(b, t, c)) if hinge else (lambda b, t: fit_head_loss(b, t, head.loss, bias, c))
     out_of_fold: Tensor | None = None
     fold_seconds = best.seconds_at[c] * _fold_factor(hinge)
     if clock.warm_start_affords(fold_seconds * WARM_START_FOLDS):

@@ -9,7 +9,7 @@ Out-of-fold logits of each candidate over k stratified folds (k = min(CV_FOLDS, 
 count), at least 2):
 
     bag_of_terms   the TF-IDF bag of the text's tokens and their hashed pairs (tfm_cls.model.bag) fitted
-                   as a logistic regression (wide_fit's L-BFGS, C = BAG_C) on the other folds
+                   as a logistic regression (tfm_cls.classify.wide_fit.fit_head_loss: L-BFGS, C = BAG_C) on the other folds
     encoder        the pretrained encoder's unit sentence vectors, frozen, and the few-label path's
                    logistic head (contrastive.head_c) fitted on the other folds
     blend w        the mean of the two's probabilities, w the encoder's share (reported, not shipped)
@@ -38,7 +38,7 @@ from torch import nn
 
 from tfm_cls.classify.candidates import paired_se, size_mb, texts_per_second, tolerance
 from tfm_cls.classify.heads import head_for
-from tfm_cls.classify.wide_fit import _fit, bag_matrix, set_idf
+from tfm_cls.classify.wide_fit import bag_matrix, fit_head_loss, set_idf
 from tfm_cls.data.tokenized import TokenizedSplit, first_windows
 from tfm_cls.data.tokenizer import PAD_ID
 from tfm_cls.model.bag import BagOfTermsClassifier
@@ -98,7 +98,7 @@ def bag_model(vocab_size: int, pad_id: int | None, split: TokenizedSplit, num_ou
 def fit_bag(bag: BagOfTermsClassifier, bags: torch.Tensor, targets: torch.Tensor, head: Any) -> BagOfTermsClassifier:
     """`bag` fitted on every labelled text: its rows `bags` [N, rows] (bag_matrix) and `targets`, the
     head's loss, C = BAG_C; returns `bag`."""
-    weights, bias = _fit(bags, targets, head.loss, torch.zeros(bag.bias.numel()), BAG_C)
+    weights, bias = fit_head_loss(bags, targets, head.loss, torch.zeros(bag.bias.numel()), BAG_C)
     with torch.no_grad():
         bag.wide.weight.copy_(weights)
         bag.bias.copy_(bias)
@@ -131,7 +131,7 @@ def cross_validate(cfg: Any, model: nn.Module, split: TokenizedSplit, labels: li
     for held in folds:
         kept = np.setdiff1d(np.arange(split.num_rows), held)
         part = coo.index_select(0, torch.from_numpy(kept)).coalesce().to_sparse_csr()
-        weights, bias = _fit(part, target_tensor[kept], head.loss, zero_bias, BAG_C)
+        weights, bias = fit_head_loss(part, target_tensor[kept], head.loss, zero_bias, BAG_C)
         held_bags = coo.index_select(0, torch.from_numpy(held)).coalesce().to_sparse_csr()
         with torch.no_grad():
             bag_logits[held] = (held_bags @ weights + bias).numpy()

@@ -23,9 +23,9 @@ from tfm_cls.classify.wide_fit import (
     OFFSETS_FILE,
     WARM_START_C,
     WARM_START_ITERATIONS,
-    _fit,
     bag_matrix,
     fit_branch,
+    fit_head_loss,
     fit_linear,
     set_idf,
     start_wide,
@@ -205,7 +205,7 @@ def test_the_warm_start_is_scikit_learns_logistic_regression_on_the_bags():
     set_idf(model.wide, split)
     head = SingleLabelHead()
     bags = bag_matrix(model.wide, split)
-    weights, bias = _fit(bags, torch.from_numpy(labels), head.loss, torch.zeros(3), c=0.8)
+    weights, bias = fit_head_loss(bags, torch.from_numpy(labels), head.loss, torch.zeros(3), c=0.8)
     reference = LogisticRegression(C=0.8, tol=1e-8, max_iter=5000)
     reference.fit(bags.to_dense().numpy(), labels)
     ours = torch.softmax(bags @ weights + bias, -1).numpy()
@@ -240,7 +240,7 @@ def test_warm_start_fits_the_branch_and_the_bias_and_picks_c_on_validation():
     held = torch.randperm(90, generator=torch.Generator().manual_seed(0))[0::5]
     kept = torch.tensor(sorted(set(range(90)) - set(held.tolist())))
     dense = bags.to_dense()
-    weights, bias = _fit(dense[kept].to_sparse_csr(), targets[kept], head.loss, torch.zeros(3), chosen["C"])
+    weights, bias = fit_head_loss(dense[kept].to_sparse_csr(), targets[kept], head.loss, torch.zeros(3), chosen["C"])
     # (softmax probabilities: a constant added to every class's bias changes no loss)
     assert torch.softmax(dense[held] @ weights + bias, -1).numpy() == pytest.approx(
         torch.softmax(oof[held], -1).numpy(), abs=2e-3)
@@ -736,13 +736,13 @@ def test_a_fit_with_a_passed_deadline_stops_after_one_chunk_of_iterations(caplog
     set_idf(model.wide, _split(rows, labels))
     bags, targets = bag_matrix(model.wide, _split(rows, labels)), torch.as_tensor(labels)
     loss = SingleLabelHead().loss
-    whole, _ = _fit(bags, targets, loss, torch.zeros(3), 1000.0)  # weak penalty: many iterations
-    cut, _ = _fit(bags, targets, loss, torch.zeros(3), 1000.0, deadline=time.monotonic())
+    whole, _ = fit_head_loss(bags, targets, loss, torch.zeros(3), 1000.0)  # weak penalty: many iterations
+    cut, _ = fit_head_loss(bags, targets, loss, torch.zeros(3), 1000.0, deadline=time.monotonic())
     assert f"stopped after {DEADLINE_CHUNK} of at most {WARM_START_ITERATIONS}" in caplog.text
     assert not torch.allclose(cut, whole)  # short of the optimum, but a fit: it separates the classes
     assert ((bags @ cut).argmax(-1).numpy() == labels).mean() > 0.9
     # a deadline far off: the same fit as none (chunks carry L-BFGS's history over)
-    far, _ = _fit(bags, targets, loss, torch.zeros(3), 1000.0, deadline=time.monotonic() + 3600)
+    far, _ = fit_head_loss(bags, targets, loss, torch.zeros(3), 1000.0, deadline=time.monotonic() + 3600)
     assert torch.allclose(far, whole, atol=1e-3)
 
 
