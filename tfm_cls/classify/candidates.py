@@ -63,6 +63,7 @@ from tfm_cls.io import write_json
 from tfm_cls.model.bag import ARCHITECTURE as BAG_ARCHITECTURE
 from tfm_cls.model.bag import BagOfTermsClassifier
 from tfm_cls.runs import CANDIDATES_DIR
+from tfm_cls.training import budget
 from tfm_cls.training.best import HIGHER_IS_BETTER, is_better
 from tfm_cls.training.clock import WallClock
 from tfm_cls.weights import save_weights
@@ -140,11 +141,6 @@ def same_logits(model: nn.Module, bag: nn.Module) -> bool:
     head, bias = getattr(model, "head", None), getattr(bag, "bias", None)
     return (isinstance(head, nn.Linear) and isinstance(bias, Tensor) and getattr(model, "wide", None) is not None
             and not head.weight.any() and torch.equal(head.bias.detach(), bias.detach().to(head.bias)))
-
-
-SHRINK_SECONDS = 30.0
-"""Time a smaller bag's validation score is started with (tfm_cls.bag.shrink): a long document's bag
-scored 2,000 validation texts in ~1 s on one thread."""
 
 
 def size_mb(model: nn.Module) -> float:
@@ -434,7 +430,7 @@ def smaller_bag(chosen: Scored, task: Any, validation: TokenizedSplit, metric: s
         return metrics, logits, head
 
     smaller, report = smallest_holding(chosen.model, lambda model: scored(model)[0][metric],
-                                       lambda: clock is None or clock.affords(SHRINK_SECONDS))
+                                       lambda: clock is None or clock.affords(budget.SHRINK_SECONDS))
     if smaller is not chosen.model:
         chosen.validation, chosen.logits, chosen.head = scored(smaller)
         chosen.model, chosen.size_mb = smaller, size_mb(smaller.compacted())

@@ -7,7 +7,7 @@ while the run goes; the planner (tfm_cls.train.plan.rules) estimates with them b
     tokenizing (train.recipe)       TOKENIZE_SHARE, TOKENIZE_PROBE            -> WallClock.rows_in_share
     the bags' fits, the loop        LOOP_SHARE, MIN_TRAINING_SHARE, UNHELD_SHARE, FIRST_FIT
                                                                               -> WallClock.plan_loop, ...
-    the end of the run              FIXED_SECONDS, WRITE_SECONDS, CHEAP_SECONDS
+    the end of the run              FIXED_SECONDS, WRITE_SECONDS, CHEAP_SECONDS, SHRINK_SECONDS
                                                                               -> WallClock.reserve_at, ...
     the classical baseline          BASELINE_PROBE, BASELINE_GROWTH, BASELINE_MIN_SECONDS, BASELINE_MARGIN
                                                                               -> next_baseline_fit
@@ -95,6 +95,10 @@ WRITE_SECONDS = 5.0
 """The very end of a run: calibration, the weights, figures and the card written (within FIXED_SECONDS)."""
 CHEAP_SECONDS = 10.0
 """A candidate whose test scoring is measured to take less than this is scored whatever the clock says."""
+SHRINK_SECONDS = 30.0
+"""Time a smaller bag's validation score is started with (tfm_cls.bag.shrink, the chosen bag shrunk by
+tfm_cls.classify.candidates.smaller_bag): a long document's bag scored 2,000 validation texts in ~1 s on
+one thread."""
 
 
 # ---- the classical baseline (tfm_cls.classify.finish._baseline_in_budget) --------------------------------
