@@ -412,27 +412,34 @@ def choose(task: Any, clock: WallClock | None = None) -> Choice | None:
 
 def smaller_bag(chosen: Scored, task: Any, validation: TokenizedSplit, metric: str,
                 clock: WallClock | None = None) -> dict[str, Any] | None:
-    """A chosen bag of terms ships on the int8 grid with only the terms it needs, where its validation score
-    holds (tfm_cls.bag.shrink.smallest_holding): `chosen` then holds that model, its head tuned on its own
-    logits, its validation scores and size. Other candidates stay as fitted; a metric lower-is-better
+    """A chosen bag of terms ships on the int8 grid with only the terms it needs, where that holds the fitted
+    bag's validation score by the choice's own rule (tfm_cls.bag.shrink.smallest_holding): the fitted bag
+    may lead it by no more than `tolerance` (one paired standard error, one text more for a metric that
+    counts texts) and never by more than INT8_GATE. `chosen` then holds that model, its head tuned on its
+    own logits, its validation scores and size. Other candidates stay as fitted; a metric lower-is-better
     (UNBOUNDED) is not shrunk on. Returns what was tried and kept (tfm_cls.bag.shrink.ShrinkReport), or None."""
     if not chosen.name.startswith("bag_of_terms") or metric in UNBOUNDED \
             or getattr(chosen.model.wide, "weighting", None) != "tfidf":
         return None
-    from tfm_cls.bag.shrink import smallest_holding
+    from tfm_cls.bag.shrink import INT8_GATE, smallest_holding
 
     cfg, env, pad_id = task.cfg, task.env, task.pad_id if task.pad_id is not None else PAD_ID
+    targets, fitted = validation.labels, chosen.validation[metric]
+    made: dict[int, tuple[dict[str, Any], np.ndarray, Any]] = {}
 
-    def scored(model: nn.Module) -> tuple[dict[str, Any], np.ndarray, Any]:
+    def judge(model: nn.Module) -> tuple[float, bool]:
         head = copy.deepcopy(task.task_head)
         metrics, logits = evaluate(model, validation, task.labels, cfg.train.eval_batch_size, env.device, pad_id,
                                    env=env, amp=task.amp, head=head, tune=True)
-        return metrics, logits, head
+        made[id(model)] = metrics, logits, head
+        se = paired_se(chosen.head, metric, chosen.logits, logits, targets, task.labels, head_b=head)
+        lead = fitted - metrics[metric]
+        return metrics[metric], lead <= min(tolerance(metric, se, len(targets)), INT8_GATE)
 
-    smaller, report = smallest_holding(chosen.model, lambda model: scored(model)[0][metric],
+    smaller, report = smallest_holding(chosen.model, judge, fitted,
                                        lambda: clock is None or clock.affords(budget.SHRINK_SECONDS))
     if smaller is not chosen.model:
-        chosen.validation, chosen.logits, chosen.head = scored(smaller)
+        chosen.validation, chosen.logits, chosen.head = made[id(smaller)]
         chosen.model, chosen.size_mb = smaller, size_mb(smaller.compacted())
     return dataclasses.asdict(report)
 

@@ -218,7 +218,7 @@ def score_run(task: ClassificationTask, data: ClassificationData, clock: WallClo
     env = task.env
     # the deployables the run made, scored on validation: the cheapest that holds the best score
     # becomes the task's model and head (tfm_cls.classify.candidates; one process: DDP keeps its model)
-    choice = choose(task) if not env.distributed else None
+    choice = choose(task, clock) if not env.distributed else None
     cached = {"validation": (choice.chosen.validation, choice.chosen.logits)} if choice else None
     results, logits, calibration = score_splits(task, data.labels, cached)
     shrunk: list[str] = list(clock.shrunk) if clock is not None else []  # what the budget cut short (metrics.json)

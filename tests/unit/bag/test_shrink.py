@@ -49,6 +49,10 @@ def _accuracy(ids: torch.Tensor, labels: np.ndarray):
     return score
 
 
+def _within_gate(score, before: float):
+    return lambda model: (value := score(model), value >= before - shrink.INT8_GATE)
+
+
 def test_the_int8_grid_is_the_quantizers_own_and_rounds_each_row_to_half_its_step():
     weight = torch.randn(50, 7, generator=torch.Generator().manual_seed(3)) * torch.rand(50, 1) * 10
     weight[4] = 0.0
@@ -84,7 +88,7 @@ def test_smallest_holding_halves_the_terms_while_validation_holds_and_no_further
     bag = _bag()
     ids, labels = _data(600, 1)
     score = _accuracy(ids, labels)
-    small, report = shrink.smallest_holding(bag, score)
+    small, report = shrink.smallest_holding(bag, _within_gate(score, score(bag)), score(bag))
     assert report.int8 and score(small) >= score(bag) - shrink.INT8_GATE
     held = int((bag.wide.idf > 0).sum())
     assert report.terms_before == held and shrink.MIN_TERMS <= report.terms_kept < held
@@ -100,13 +104,13 @@ def test_a_bag_that_loses_on_the_int8_grid_stays_as_fitted():
     bag = _bag()
     calls = []
 
-    def score(model) -> float:  # the fitted bag scores 1, any copy 0: nothing may ship smaller
+    def judge(model) -> tuple[float, bool]:  # any copy loses: nothing may ship smaller
         calls.append(model)
-        return 1.0 if model is bag else 0.0
+        return 0.0, False
 
-    small, report = shrink.smallest_holding(bag, score)
-    assert small is bag and not report.int8 and len(calls) == 2 and "stay float32" in report.line()
-    small, report = shrink.smallest_holding(bag, score, affords=lambda: False)
+    small, report = shrink.smallest_holding(bag, judge, 1.0)
+    assert small is bag and not report.int8 and len(calls) == 1 and "stay float32" in report.line()
+    small, report = shrink.smallest_holding(bag, judge, 1.0, affords=lambda: False)
     assert small is bag and not report.tried and "no time" in report.line()
 
 
