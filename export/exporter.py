@@ -312,7 +312,6 @@ def int8_bag_table(path: Path) -> None:
     its weight table rewritten as int8 rows and one scale each (export/quantize.quantize_embeddings, whose
     grid it is: the same logits), a quarter of the bytes; said in the file's `tfm_cls.quantization`."""
     import onnxruntime
-
     from tfm_cls.export.quantize import quantize_embeddings
 
     model = onnx.load(str(path))

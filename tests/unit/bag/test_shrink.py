@@ -6,13 +6,13 @@ import onnx
 import pytest
 import torch
 from onnx import numpy_helper
+from tfm_cls.export.exporter import export_classifier
+from tfm_cls.export.quantize import quantize_embeddings
+from tfm_cls.export.verify import verify
 from tokenizers import Tokenizer, models, pre_tokenizers
 
 from tfm_cls.bag import shrink
 from tfm_cls.bag.matrix import document_frequencies
-from tfm_cls.export.exporter import export_classifier
-from tfm_cls.export.quantize import quantize_embeddings
-from tfm_cls.export.verify import verify
 from tfm_cls.model import BagOfTermsClassifier
 
 VOCAB, CLASSES, CUES = 3000, 3, 30
