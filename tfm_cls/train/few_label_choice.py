@@ -29,6 +29,7 @@ from __future__ import annotations
 
 import dataclasses
 import logging
+import time
 from collections.abc import Sequence
 from typing import Any
 
@@ -38,13 +39,15 @@ from torch import nn
 
 from tfm_cls.classify.candidates import paired_se, size_mb, texts_per_second, tolerance
 from tfm_cls.classify.heads import head_for
-from tfm_cls.classify.wide_fit import bag_matrix, fit_head_loss, set_idf
+from tfm_cls.classify.wide_fit import bag_matrix, fit_head_loss, scipy_csr, set_idf, torch_csr
 from tfm_cls.data.tokenized import TokenizedSplit, first_windows
 from tfm_cls.data.tokenizer import PAD_ID
 from tfm_cls.model.bag import BagOfTermsClassifier
 from tfm_cls.model.wide import BUCKETS
 from tfm_cls.train.contrastive import example_vectors, logistic_head
+from tfm_cls.training import budget
 from tfm_cls.training.best import HIGHER_IS_BETTER
+from tfm_cls.training.clock import WallClock
 
 logger = logging.getLogger(__name__)
 
@@ -95,22 +98,34 @@ def bag_model(vocab_size: int, pad_id: int | None, split: TokenizedSplit, num_ou
     return bag
 
 
-def fit_bag(bag: BagOfTermsClassifier, bags: torch.Tensor, targets: torch.Tensor, head: Any) -> BagOfTermsClassifier:
+def fit_bag(bag: BagOfTermsClassifier, bags: torch.Tensor, targets: torch.Tensor, head: Any,
+            deadline: float | None = None) -> BagOfTermsClassifier:
     """`bag` fitted on every labelled text: its rows `bags` [N, rows] (bag_matrix) and `targets`, the
-    head's loss, C = BAG_C; returns `bag`."""
-    weights, bias = fit_head_loss(bags, targets, head.loss, torch.zeros(bag.bias.numel()), BAG_C)
+    head's loss, C = BAG_C, stopped after the L-BFGS chunk that passes `deadline`; returns `bag`."""
+    weights, bias = fit_head_loss(bags, targets, head.loss, torch.zeros(bag.bias.numel()), BAG_C, deadline=deadline)
     with torch.no_grad():
         bag.wide.weight.copy_(weights)
         bag.bias.copy_(bias)
     return bag
 
 
+def fit_deadlines(clock: WallClock | None, fits: int) -> list[float | None]:
+    """Each of the cross-validation's `fits` bag fits' deadline (a time.monotonic() value): the fits share
+    FEW_LABEL_FIT_SHARE of the run's budget (at most what is left) in turn, evenly, from now; None each
+    without a budget."""
+    if clock is None or clock.budget is None:
+        return [None] * fits
+    start, share = time.monotonic(), min(clock.share(budget.FEW_LABEL_FIT_SHARE), max(clock.left(), 0.0))
+    return [start + share * (i + 1) / fits for i in range(fits)]
+
+
 def cross_validate(cfg: Any, model: nn.Module, split: TokenizedSplit, labels: list[str],
-                   bag_skips: Sequence[int] = ()) -> FewLabelChoice:
+                   bag_skips: Sequence[int] = (), clock: WallClock | None = None) -> FewLabelChoice:
     """The module docstring's choice on the labelled texts `split` (the run's whole training split;
     windowed where long texts are read whole: the encoder's vectors are then each text's mean over
     its windows, as its fitted head will read them, and the bag reads each text's first window, not
-    counting `bag_skips`: WideConfig.skip_ids)."""
+    counting `bag_skips`: WideConfig.skip_ids). Under `clock` the bag's fits (one a fold, and the
+    shipped one's) each stop at their deadline (`fit_deadlines`), said in its `shrunk`."""
     vectors = example_vectors(model, split)  # [N, D] the pretrained encoder's, frozen
     split = first_windows(split)
     head = head_for(cfg, split.labels, labels=labels)
@@ -127,12 +142,14 @@ def cross_validate(cfg: Any, model: nn.Module, split: TokenizedSplit, labels: li
     zero_bias = torch.zeros(num_outputs)
     bag_logits = np.zeros((split.num_rows, num_outputs), np.float32)
     encoder_logits = np.zeros_like(bag_logits)
-    coo = bags.to_sparse_coo()
-    for held in folds:
+    rows = scipy_csr(bags)  # folds slice rows with scipy (torch's COO index_select + coalesce: 80 s of 100k rows)
+    deadlines = fit_deadlines(clock, len(folds) + 1)
+    started = time.monotonic()
+    for held, deadline in zip(folds, deadlines):
         kept = np.setdiff1d(np.arange(split.num_rows), held)
-        part = coo.index_select(0, torch.from_numpy(kept)).coalesce().to_sparse_csr()
-        weights, bias = fit_head_loss(part, target_tensor[kept], head.loss, zero_bias, BAG_C)
-        held_bags = coo.index_select(0, torch.from_numpy(held)).coalesce().to_sparse_csr()
+        weights, bias = fit_head_loss(torch_csr(rows[kept]), target_tensor[kept], head.loss, zero_bias, BAG_C,
+                                      deadline=deadline)
+        held_bags = torch_csr(rows[held])
         with torch.no_grad():
             bag_logits[held] = (held_bags @ weights + bias).numpy()
         w, b = logistic_head(vectors[kept], targets[kept], num_outputs, cfg.contrastive.head_c, cfg.seed)
@@ -151,7 +168,10 @@ def cross_validate(cfg: Any, model: nn.Module, split: TokenizedSplit, labels: li
     chosen = ("bag_of_terms" if ships_bag(gap if HIGHER_IS_BETTER[metric] else -gap, needed, cc.ship_bag, cc.prefer_bag)
               else "encoder")
     if chosen == "bag_of_terms":
-        fit_bag(bag, bags, target_tensor, head)
+        fit_bag(bag, bags, target_tensor, head, deadlines[-1])
+    if deadlines[-1] is not None and time.monotonic() > deadlines[-1]:
+        clock.shrink(f"the few-label cross-validation's bag fits stopped at their share of the budget "
+                     f"({budget.FEW_LABEL_FIT_SHARE:.0%}: {time.monotonic() - started:.0f} s)")
     speed = {"bag_of_terms": texts_per_second(bag, split, bag.config["pad_token_id"] or 0),
              "encoder": texts_per_second(model, split, model.config.get("pad_token_id") or 0)}
     front = [{"name": name, "validation": {metric: value}, "scored_by": f"{k}-fold cross-validation on the "

@@ -313,7 +313,8 @@ def _few_labels(cfg: ClassifierConfig, model: nn.Module, splits: dict[str, Any],
     run_dir, env, amp, clock, stages = run.run_dir, run.env, run.amp, run.clock, run.stages
     _measure_end(cfg, model, splits, clock, env.device)
     with stages.stage("few-label choice"):
-        choice = cross_validate(cfg, model, splits["train"], data.labels, bag_skips) if not env.distributed else None
+        choice = (cross_validate(cfg, model, splits["train"], data.labels, bag_skips, clock)
+                  if not env.distributed else None)
     extra = {"stages": list(stages.rows)}
     if choice is not None:
         extra["candidates"] = {"rule": choice.rule, "chosen": choice.chosen, "front": choice.front}

@@ -125,3 +125,10 @@ def next_baseline_fit(rows: int, seconds: float, n: int) -> tuple[int, float]:
     by the texts, times BASELINE_MARGIN)."""
     following = min(n, rows * BASELINE_GROWTH)
     return following, BASELINE_MARGIN * seconds * following / rows
+
+# ---- the few-label regime (tfm_cls.train.few_label_choice) ---------------------------------------------
+
+FEW_LABEL_FIT_SHARE = 0.2
+"""The few-label cross-validation's bag fits (one a fold, then the shipped bag's) share at most this much
+of the budget, each stopping at its turn's end: 1,000 long documents of 90 labels (11 a label) had them
+run 11 minutes of a 5-minute budget, an L-BFGS over 262,144 hashed rows x 90 labels a fold (docs/recipe.md)."""

@@ -71,5 +71,7 @@ def test_a_spent_budget_ends_the_fine_tuning_before_a_step_and_still_ships_a_fit
     # the end of the run (scoring the test texts, timed on them before the pairs) needs what is left: no step
     assert metrics["steps"] == 0 and metrics["stopped"].startswith("wall-clock budget")
     assert metrics["candidates"]["chosen"] == "encoder" and set(metrics["test"]) >= {"accuracy"}
+    # the cross-validation's bag fits had no time either: each stopped after its first L-BFGS chunk, and said so
+    assert any(s.startswith("the few-label cross-validation's bag fits stopped") for s in metrics["wall_clock"]["shrunk"])
     model = R.load_run(run).model  # the frozen encoder with its head fitted on the labelled texts' vectors
     assert not isinstance(model, BagOfTermsClassifier) and model.head.weight.abs().sum() > 0
