@@ -2,7 +2,7 @@
 
     python -m benchmarks.bag_loss --data ../shared/data/trec ../shared/data/sms_spam ...
 
-The recipe's warm start fits the TF-IDF bag as a linear model (tfm_cls.classify.wide_fit) with one
+The recipe's warm start fits the TF-IDF bag as a linear model (tfm_cls.bag.fit) with one
 of two losses, each with its own C grid picked on validation (`WARM_START_C` for the head's loss,
 `HINGE_C` for the hinge). This measures the choice of loss alone: the library's TF-IDF features
 (tfm_cls.classify.baseline.tfidf_vectorizer: word 1-2-grams, CJK character 1-2-grams), one matrix per
@@ -20,8 +20,8 @@ from typing import Any
 
 from benchmarks.harness.results import OUT, environment, lead_line, write_results
 from benchmarks.harness.samples import single_label_splits
+from tfm_cls.bag.fit import HINGE_C, WARM_START_C
 from tfm_cls.classify.baseline import tfidf_vectorizer
-from tfm_cls.classify.wide_fit import HINGE_C, WARM_START_C
 
 
 def _models() -> dict[str, tuple[Any, tuple[float, ...]]]:

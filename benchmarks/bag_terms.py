@@ -13,14 +13,14 @@ sets only; without a validation split a seeded tenth of train (at least 500 text
 (benchmarks.harness.samples.single_label_splits). Prints one table; writes bench_results/bag-terms-<time>.json.
 
 `--scaling`: at each order's chosen C, the accuracies of the margins as the recipe turns them into one
-softmax (tfm_cls.classify.wide_fit.softmax_scaling: a temperature and a shift per class) fitted on the
+softmax (tfm_cls.bag.solvers.softmax_scaling: a temperature and a shift per class) fitted on the
 training texts' own margins (`in_sample`) and on their 5-fold out-of-fold margins (`out_of_fold`),
 beside LinearSVC's own decision (`none`): what the warm start's fallback without folds is chosen on.
 
 With two orders or more, the last against the first on validation and on test: the lead in accuracy
 and its paired standard error. `--out-of-fold`: at each order's chosen C, every training text scored
 by the fit on the other four fifths (the warm start's folds, `out_of_fold_logits`), and the lead on
-validation plus the training texts out of fold too. What the run's choice (tfm_cls.classify.candidates) compares two bags on.
+validation plus the training texts out of fold too. What the run's choice (tfm_cls.bag.candidates) compares two bags on.
 `--buckets` takes one value, or one for each order (the recipe's: pairs in 2^18 rows, triples in 2^20).
 The bag does not count the tokenizer's [CLS] / [SEP], as the recipe's (`wide.count_special_tokens: false`);
 `--count-special-tokens` counts them, as runs did before the key (rows say which).
@@ -43,14 +43,9 @@ from benchmarks.harness.options import check_folders
 from benchmarks.harness.results import OUT, environment, lead_line, paired_lead, write_results
 from benchmarks.harness.samples import single_label_splits
 from benchmarks.harness.tokens import run_tokenizer, tokenized
-from tfm_cls.classify.wide_fit import (
-    HINGE_C,
-    _fit_svm,
-    bag_matrix,
-    out_of_fold_logits,
-    set_idf,
-    softmax_scaling,
-)
+from tfm_cls.bag.fit import HINGE_C, out_of_fold_logits
+from tfm_cls.bag.solvers import _fit_svm, softmax_scaling
+from tfm_cls.bag.sparse import bag_matrix, set_idf
 from tfm_cls.config import WideConfig
 from tfm_cls.data.char_grams import char_gram_table
 from tfm_cls.data.tokenizer import marker_ids

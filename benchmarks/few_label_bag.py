@@ -5,7 +5,7 @@
 
 A few-label run on a script the encoder cannot read ships the bag of terms (contrastive.prefer_bag,
 set by the planner; docs/recipe.md "Few labels in a script the encoder cannot read"), fitted on the
-labelled texts as the run fits it (tfm_cls.train.few_label_choice: `bag_model`, `fit_bag`; the run's
+labelled texts as the run fits it (tfm_cls.bag.few_labels: `bag_model`, `fit_bag`; the run's
 tokens, benchmarks.harness.tokens). One sample says little of that choice: 8 to 32 texts a class
 are a draw, and the bag and the TF-IDF models are linear models of nearly the same words. This
 draws `--seeds` samples at each `--shots` (benchmarks.harness.samples.write_sample, into
@@ -33,11 +33,11 @@ from benchmarks.harness.options import check_folders
 from benchmarks.harness.results import OUT, environment, paired_lead, write_results
 from benchmarks.harness.samples import read_splits, write_sample
 from benchmarks.harness.tokens import planned, run_tokenizer, tokenized
+from tfm_cls.bag.few_labels import bag_model, fit_bag
+from tfm_cls.bag.sparse import bag_matrix
 from tfm_cls.classify.heads import head_for
-from tfm_cls.classify.wide_fit import bag_matrix
 from tfm_cls.config import ClassifierConfig, WideConfig
 from tfm_cls.data.tokenizer import PAD_ID, marker_ids
-from tfm_cls.train.few_label_choice import bag_model, fit_bag
 
 
 def measure(sample: Path) -> dict[str, Any] | None:

@@ -358,7 +358,7 @@ def export_run(
     verification, or a full disk, leaves an earlier `output` untouched. The metadata records the
     sha256 of the run's model.safetensors (ExportMetadata.weights_sha256), so a retrained run's
     stale export is refused by infer and verify-onnx. `candidate`: another model the run made
-    (RUN/candidates/NAME, tfm_cls.classify.candidates) instead of the one it ships."""
+    (RUN/candidates/NAME, tfm_cls.bag.candidates) instead of the one it ships."""
     from tfm_cls.classify.predict import run_head
     from tfm_cls.data.tokenizer import long_text_of, max_length_of
     from tfm_cls.runs import WEIGHTS_FILE, candidate_folder, load_run

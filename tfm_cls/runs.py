@@ -12,8 +12,8 @@ runs/<name>/
     confusion_matrix.png, training_curves.png
     thresholds.json, per_label_f1.png   multi-label runs (docs/tasks.md)
     wide_offsets.safetensors    wide.warm_start: the training rows' loss offsets, the fitted bias and the
-                                out-of-fold training logits the run's choice compares bags on (tfm_cls.classify.wide_fit)
-    candidates/NAME/            the models the run made and did not ship (tfm_cls.classify.candidates); a
+                                out-of-fold training logits the run's choice compares bags on (tfm_cls.bag.warm_start)
+    candidates/NAME/            the models the run made and did not ship (tfm_cls.bag.candidates); a
                                 second bag's folder also holds its out_of_fold.safetensors
     calibration.json            single-label runs: the fitted temperature (tfm_cls.classify.calibration)
     report.html                 `tfm-cls report` (tfm_cls.report): one self-contained page
@@ -44,7 +44,7 @@ from tfm_cls.config import ClassifierConfig, from_dict, load_config, to_dict
 from tfm_cls.data.tokenizer import load_tokenizer
 from tfm_cls.errors import ConfigError, RunDirError, TfmClsError
 from tfm_cls.io import read_json
-from tfm_cls.runtime.metadata import CANDIDATES_DIR  # RUN/candidates/NAME (tfm_cls.classify.candidates)
+from tfm_cls.runtime.metadata import CANDIDATES_DIR  # RUN/candidates/NAME (tfm_cls.bag.candidates)
 from tfm_cls.runtime.metadata import WEIGHTS_FILE as METADATA_WEIGHTS_FILE
 from tfm_cls.weights import load_weights
 

@@ -9,7 +9,7 @@ Out-of-fold logits of each candidate over k stratified folds (k = min(CV_FOLDS, 
 count), at least 2):
 
     bag_of_terms   the TF-IDF bag of the text's tokens and their hashed pairs (tfm_cls.model.bag) fitted
-                   as a logistic regression (tfm_cls.classify.wide_fit.fit_head_loss: L-BFGS, C = BAG_C) on the other folds
+                   as a logistic regression (tfm_cls.bag.solvers.fit_head_loss: L-BFGS, C = BAG_C) on the other folds
     encoder        the pretrained encoder's unit sentence vectors, frozen, and the few-label path's
                    logistic head (contrastive.head_c) fitted on the other folds
     blend w        the mean of the two's probabilities, w the encoder's share (reported, not shipped)
@@ -17,12 +17,12 @@ count), at least 2):
 The encoder's out-of-fold score is that of the frozen vectors: the contrastive fine-tuning the run
 then does only moves it up (SetFit's paper, and docs/recipe.md), so it is a lower bound, and the
 bag ships only where it beats that lower bound by more than one paired standard error
-(tfm_cls.classify.candidates.paired_se; for accuracy one text more, `tolerance`), and only with `contrastive.ship_bag: true` (off by default:
+(tfm_cls.bag.compare.paired_se; for accuracy one text more, `tolerance`), and only with `contrastive.ship_bag: true` (off by default:
 on trec at 8 a class the rule shipped the bag at 50.2 % where the fine-tuned encoder reached 81.6 %;
 the bound is too low). Where the encoder does not read the texts' script (`contrastive.prefer_bag`, set by
 the planner where the pretrained vocabulary reads over 1 % of the tokens as [UNK]) there is no such
 bound: the bag, the cheaper, ships unless the frozen encoder beats it by that much (the run's own rule,
-tfm_cls.classify.candidates). The cross-validated front is recorded either way.
+tfm_cls.bag.candidates). The cross-validated front is recorded either way.
 """
 
 from __future__ import annotations
@@ -37,9 +37,11 @@ import numpy as np
 import torch
 from torch import nn
 
-from tfm_cls.classify.candidates import paired_se, size_mb, texts_per_second, tolerance
+from tfm_cls.bag.candidates import size_mb, texts_per_second
+from tfm_cls.bag.compare import paired_se, tolerance
+from tfm_cls.bag.solvers import fit_head_loss
+from tfm_cls.bag.sparse import bag_matrix, scipy_csr, set_idf, torch_csr
 from tfm_cls.classify.heads import head_for
-from tfm_cls.classify.wide_fit import bag_matrix, fit_head_loss, scipy_csr, set_idf, torch_csr
 from tfm_cls.data.tokenized import TokenizedSplit, first_windows
 from tfm_cls.data.tokenizer import PAD_ID
 from tfm_cls.model.bag import BagOfTermsClassifier
@@ -53,7 +55,7 @@ logger = logging.getLogger(__name__)
 
 CV_FOLDS = 5
 BAG_C = 10.0
-"""wide_fit's C without a validation split (WARM_START_C's default there)."""
+"""The warm start's C without a validation split (WARM_START_C's default there)."""
 BLEND_WEIGHTS = (0.25, 0.5, 0.75)
 
 

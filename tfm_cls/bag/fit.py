@@ -1,30 +1,13 @@
-"""Fitting the wide branch (`wide:`, tfm_cls.model.wide.WideBranch) before training, and how it
-trains: the training side of the component. docs/tasks.md, "Many rare labels".
+"""A bag's linear model, fitted as the warm start fits the branch (tfm_cls.bag.warm_start) and the second
+bag is fitted (tfm_cls.bag.second): the training texts' bags of terms (a sparse [N, rows] matrix,
+tfm_cls.bag.sparse), the head's own loss or LinearSVC's (tfm_cls.bag.solvers), C picked on validation
+(`fit_linear`: the hinge's C walked outwards from HINGE_START, `next_c`; the head's loss rising through
+WARM_START_C), under the run's wall clock (the grid cut short, the folds skipped, each said in the
+clock's `shrunk`), and the training rows' logits by fits that did not see them (`out_of_fold_logits`,
+WARM_START_FOLDS folds). Past MAX_BAG_ENTRIES the bag is fitted on a seeded sample of the rows (`fit_rows`).
 
-    offsets = start_wide(cfg, model, splits, labels, run_dir, resume=resume, env=env)   # tfm_cls.train
-    task = ClassificationTask(..., offsets=offsets)   # which calls train_branch(model, cfg.wide)
-
-On a fresh run: the IDF table of a `tfidf` branch and, with `wide.warm_start`, its weights fitted
-as a linear model; the warm start's training offsets are written to RUN/wide_offsets.safetensors
-(OFFSETS_FILE), and a resumed run reads them back (its checkpoint holds the branch itself).
-
-The warm start fits the branch, which is linear, first: the training texts' bags of terms
-(exactly the branch's `terms` / `shares`, a sparse [N, rows] matrix) and the head's own
-loss, full-batch L-BFGS with an L2 penalty whose strength is picked on validation: the TF-IDF +
-logistic regression baseline fitted in seconds inside the network. With `wide.loss:
-squared_hinge` the loss is LinearSVC's instead, one-vs-rest L2-SVMs, and their margins become
-log-odds by Platt scaling (multi-label: a scale and a shift per label) or the logits of one softmax
-(single-label: one scale and a shift per class, `softmax_scaling`), fitted on out-of-fold margins
-(where the clock has no time for the folds, the scale alone: LinearSVC's own decision kept). Without a warm start the branch learns the same words 32 texts a step (at `wide.lr`),
-which on long documents a CPU budget buys a few epochs of.
-
-The branch then stays fixed and the encoder learns what the words miss, by stacking (Wolpert
-1992): a branch fitted on all the training texts has nearly zero loss on them (it can memorise
-8,000 documents with 30,000 weights a label), which would leave the encoder nothing to learn from.
-So the training loss sees, for each training text, the logits of a branch fitted without it
-(`out_of_fold_logits`, 5 folds) in place of the full branch's: `offsets` = out-of-fold minus
-in-sample logits, added to the model's output in the loss (ClassificationTask's `offsets`).
-Validation, test and the exported model use the full branch, as deployed.
+    fitted = fit_linear(branch, bias, head, train, validation, best_metric, labels, loss, clock)
+    fitted.weights, fitted.bias, fitted.c, fitted.score, fitted.out_of_fold, fitted.in_sample
 """
 
 from __future__ import annotations
@@ -34,53 +17,30 @@ import dataclasses
 import logging
 import math
 import time
-import warnings
 from collections.abc import Callable
-from pathlib import Path
 from typing import Any
 
 import numpy as np
 import torch
-from safetensors import safe_open
-from safetensors.torch import load_file
-from scipy import sparse
 from torch import Tensor, nn
 
-from tfm_cls.bag.matrix import bag_rows, document_frequencies
-from tfm_cls.classify.heads import head_for
+from tfm_cls.bag.matrix import bag_rows
+from tfm_cls.bag.solvers import _fit_svm, fit_head_loss, platt, softmax_scaling
+from tfm_cls.bag.sparse import bag_matrix, scipy_csr, torch_csr
 from tfm_cls.classify.metrics import is_better
-from tfm_cls.config import ClassifierConfig
-from tfm_cls.config.wide import WideConfig
-from tfm_cls.data.char_grams import GRAM_MIN_DF
 from tfm_cls.data.ragged import as_ragged
 from tfm_cls.data.tokenized import TokenizedSplit
-from tfm_cls.errors import CheckpointError, RunDirError
 from tfm_cls.model.wide import WideBranch
-from tfm_cls.training import distributed as D
 from tfm_cls.training.budget import FIRST_FIT
 from tfm_cls.training.clock import WallClock
-from tfm_cls.weights import save_tensors
 
 logger = logging.getLogger(__name__)
-
-OFFSETS_FILE = "wide_offsets.safetensors"
-"""RUN/wide_offsets.safetensors: a warm start's training offsets and the bias fitted with the branch,
-{"offsets": [rows, C] float32, "bias": [C] float32, "out_of_fold": [rows, C] float32} (the last only
-where the folds were fitted; files written before the bias was kept hold the offsets only)."""
-OUT_OF_FOLD = "out_of_fold"
-"""The key of a bag's out-of-fold training logits in its file (`read_out_of_fold`): what the run's
-choice compares two bags on besides validation (tfm_cls.classify.candidates)."""
-
-LossFn = Callable[[Tensor, Tensor], Tensor]
-"""(logits [N, C], targets) -> the mean loss over the values."""
 
 WARM_START_C = (1.0, 10.0, 100.0, 1000.0)
 """Inverse L2 strengths tried, as scikit-learn's C: the sum of the per-output losses + ||W||^2 / (2C),
 so they mean the same for any number of rows and labels. The one with the best validation score
 (the run's `train.best_metric`) is kept; without a validation split, 10 (1 / C of the summed loss is
 about the strength that suits an L2-normalised TF-IDF bag of a few thousand texts)."""
-WARM_START_ITERATIONS = 200
-"""At most this many L-BFGS iterations a fit (each a pass over the training bags, plus its line search)."""
 WARM_START_FOLDS = 5
 """Folds of the out-of-fold logits the encoder trains against."""
 HINGE_C = (0.1, 0.3, 1.0, 3.0, 10.0)
@@ -91,73 +51,6 @@ go_emotions' comments its bottom (docs/tasks.md); six single-label sets chose 0.
 every fit afresh, so the order changes no fit, only which are made): a grid the clock cuts after two or three
 values keeps those nearest the default."""
 HINGE_START = 1.0
-
-
-def platt(scores: Tensor, targets: Tensor, shift: bool = True) -> tuple[Tensor, Tensor]:
-    """(scale [C], shift [C]) such that sigmoid(scale * scores + shift) fits each label's 0 / 1
-    targets [N, C] (Platt 1999, with his smoothed targets (n+ + 1) / (n+ + 2) and 1 / (n- + 2), so
-    a label whose scores separate it perfectly still gets a finite scale). `shift=False`: the
-    shift stays 0 (the margins' own decision boundary kept)."""
-    targets = targets.to(scores.dtype)
-    positives, negatives = targets.sum(dim=0), (1.0 - targets).sum(dim=0)  # [C]
-    soft = torch.where(targets > 0, (positives + 1.0) / (positives + 2.0), 1.0 / (negatives + 2.0))  # [N, C]
-    return _scale_and_shift(scores, scores.shape[1],
-                            lambda logits: nn.functional.binary_cross_entropy_with_logits(logits, soft), shift)
-
-
-def softmax_scaling(scores: Tensor, targets: Tensor, shift: bool = True) -> tuple[Tensor, Tensor]:
-    """(scale [C], the same value in every column; shift [C]) such that softmax(scale * scores + shift)
-    fits the class ids [N]: one temperature and a shift per class, by cross-entropy. The single-label
-    counterpart of `platt`: one-vs-rest margins become the logits of one softmax. `shift=False`: the
-    temperature alone (the margins' own argmax kept)."""
-    scale, fitted = _scale_and_shift(scores, 1, lambda logits: nn.functional.cross_entropy(logits, targets), shift)
-    return scale.expand(scores.shape[1]).clone(), fitted
-
-
-def _scale_and_shift(scores: Tensor, scales: int, loss: Callable[[Tensor], Tensor],
-                     with_shift: bool = True) -> tuple[Tensor, Tensor]:
-    """(scale [scales], shift [C]) minimising loss(scores [N, C] * scale + shift) by L-BFGS from (1, 0);
-    without `with_shift` the shift stays 0."""
-    scale, shift = torch.ones(scales, requires_grad=True), torch.zeros(scores.shape[1], requires_grad=with_shift)
-    optimizer = torch.optim.LBFGS([scale, shift] if with_shift else [scale], lr=1.0, max_iter=100,
-                                  line_search_fn="strong_wolfe")
-
-    def closure() -> Tensor:
-        optimizer.zero_grad()
-        value = loss(scores * scale + shift)
-        value.backward()
-        return value
-
-    optimizer.step(closure)
-    return scale.detach(), shift.detach()
-
-
-def set_idf(branch: WideBranch, split: TokenizedSplit) -> None:
-    """The `tfidf` weighting's table from the training rows: scikit-learn's smooth idf,
-    ln((1 + N) / (1 + df)) + 1, and 0 for a term the rows never hold (and padding), and for a
-    character gram fewer than GRAM_MIN_DF rows hold (the character view's min_df)."""
-    df = document_frequencies(branch, split.input_ids)
-    n = split.num_rows
-    least = np.ones_like(df)
-    least[branch.char_start:] = GRAM_MIN_DF  # the character view's rows (none without it)
-    branch.set_idf(torch.from_numpy(np.where(df >= least, np.log((1.0 + n) / (1.0 + df)) + 1.0, 0.0)))
-
-
-def bag_matrix(branch: WideBranch, split: TokenizedSplit) -> Tensor:
-    """The split's rows as the branch sees them: a sparse CSR [rows, table rows] float32 matrix
-    whose product with the branch's weights [table rows, C] is the branch's logits (built over whole
-    arrays: tfm_cls.bag.matrix.bag_rows)."""
-    return torch_csr(bag_rows(branch, split.input_ids, what=f"bags of {split.num_rows} rows"))
-
-
-def torch_csr(matrix: sparse.csr_matrix) -> Tensor:
-    """A scipy CSR matrix as a torch sparse CSR tensor (int64 indices, as torch's sparse ops make)."""
-    with warnings.catch_warnings():  # "sparse CSR support is in beta": a product and its gradient are all we use
-        warnings.simplefilter("ignore", UserWarning)
-        return torch.sparse_csr_tensor(torch.from_numpy(matrix.indptr.astype(np.int64)),
-                                       torch.from_numpy(matrix.indices.astype(np.int64)),
-                                       torch.from_numpy(matrix.data.astype(np.float32, copy=False)),
-                                       size=tuple(matrix.shape))
 
 
 def out_of_fold_logits(bags: Tensor, targets: Tensor, fit: Callable[[Tensor, Tensor], tuple[Tensor, Tensor]],
@@ -177,83 +70,6 @@ def out_of_fold_logits(bags: Tensor, targets: Tensor, fit: Callable[[Tensor, Ten
         with torch.no_grad():
             logits[held] = torch_csr(rows[held.numpy()]) @ weights + fitted_bias
     return logits
-
-
-def scipy_csr(bags: Tensor) -> sparse.csr_matrix:
-    """A torch sparse CSR tensor as a scipy CSR matrix over the same arrays (no copy)."""
-    return sparse.csr_matrix((bags.values().numpy(), bags.col_indices().numpy(), bags.crow_indices().numpy()),
-                             shape=tuple(bags.shape))
-
-
-def _fit_svm(bags: Tensor, targets: Tensor, c: float) -> tuple[Tensor, Tensor]:
-    """(weights [rows, C], bias [C]) of one scikit-learn LinearSVC per label (squared hinge, L2, the
-    intercept penalised as liblinear does) on the bags [N, rows] and 0 / 1 targets [N, C] (one-hot
-    class ids: each class against the rest, LinearSVC's multi-class default): liblinear's
-    dual coordinate descent fits 62 labels x 290k rows in seconds where L-BFGS over the same
-    weights took minutes. A label all of one value gets zero weights and a margin of -1 or +1."""
-    from sklearn.exceptions import ConvergenceWarning
-    from sklearn.svm import LinearSVC
-
-    x = scipy_csr(bags)
-    y = targets.numpy() > 0.5  # [N, C]
-    weights, bias = torch.zeros(bags.shape[1], y.shape[1]), torch.zeros(y.shape[1])
-    for label in range(y.shape[1]):
-        if y[:, label].all() or not y[:, label].any():
-            bias[label] = 1.0 if y[:, label].all() else -1.0
-            continue
-        with warnings.catch_warnings():  # liblinear stopping at max_iter leaves a usable fit
-            warnings.simplefilter("ignore", ConvergenceWarning)
-            svc = LinearSVC(C=c, max_iter=2000).fit(x, y[:, label])
-        weights[:, label] = torch.from_numpy(svc.coef_[0].astype(np.float32))
-        bias[label] = float(svc.intercept_[0])
-    return weights, bias
-
-
-def fit_head_loss(bags: Tensor, targets: Tensor, loss: LossFn, bias: Tensor, c: float,
-                  start: Tensor | None = None, deadline: float | None = None) -> tuple[Tensor, Tensor]:
-    """A bag's linear model fitted with a head's own loss at one C: the public entry point for a caller that
-    holds its bags already (the warm start's C grid and folds here; the few-label path's cross-validation,
-    tfm_cls.train.few_label_choice). `bags`: a torch sparse CSR [N, rows] (`bag_matrix`, `torch_csr`);
-    `targets`: what `loss` takes (class ids [N], or 0 / 1 [N, C]); `loss`: the head's (`head.loss`);
-    `bias` [C]: the start of the bias (zeros, or the head's prior).
-
-    Returns (weights [rows, C], bias [C]) minimising loss(bags @ W + b, targets) + ||W||^2 / (2 c n), n
-    the number of target values: the loss is their mean, so `c` is scikit-learn's C of the summed
-    loss. L-BFGS from `start` weights (default zeros) and `bias`; the previous C of the grid is a
-    nearby start that takes a fraction of the iterations. The gradient of the weights is formed by
-    hand, bags^T @ dloss/dlogits with bags^T kept as CSR: autograd's backward of a sparse product
-    costs ~15x more here. With a `deadline` (a time.monotonic() value) L-BFGS runs DEADLINE_CHUNK
-    iterations at a time (its history carries over) and stops after the chunk that passes it."""
-    penalty = 1.0 / (c * targets.numel())
-    bags_t = torch_csr(scipy_csr(bags).T.tocsr())  # [rows, N]
-    weights = torch.zeros(bags.shape[1], bias.numel()) if start is None else start.clone()  # [rows, C]
-    bias = bias.detach().clone()  # [C]
-    chunk = WARM_START_ITERATIONS if deadline is None else DEADLINE_CHUNK
-    optimizer = torch.optim.LBFGS([weights, bias], lr=1.0, max_iter=chunk, history_size=10,
-                                  tolerance_grad=1e-6, tolerance_change=1e-9, line_search_fn="strong_wolfe")
-
-    def closure() -> Tensor:
-        logits = (bags @ weights + bias).requires_grad_(True)  # [N, C]
-        value = loss(logits, targets)
-        value.backward()
-        weights.grad = bags_t @ logits.grad + penalty * weights  # [rows, C]
-        bias.grad = logits.grad.sum(dim=0)  # [C]
-        return value.detach() + 0.5 * penalty * weights.pow(2).sum()
-
-    done, max_eval = 0, optimizer.defaults["max_eval"]  # a step() also ends after max_eval loss evaluations
-    while done < WARM_START_ITERATIONS:
-        evals = optimizer.state[weights].get("func_evals", 0)
-        optimizer.step(closure)
-        iterations = optimizer.state[weights].get("n_iter", 0)  # over every step() so far
-        converged = iterations - done < chunk and optimizer.state[weights]["func_evals"] - evals < max_eval
-        done = iterations
-        if converged or deadline is None:  # stopped for a reason of its own, or one call of it all
-            break
-        if deadline is not None and time.monotonic() >= deadline and done < WARM_START_ITERATIONS:
-            logger.warning("wall-clock budget: the warm start's fit at C %g stopped after %d of at most %d "
-                           "L-BFGS iterations", c, done, WARM_START_ITERATIONS)
-            break
-    return weights, bias
 
 
 @dataclasses.dataclass
@@ -485,149 +301,7 @@ def _walk_grid(fit_at: Callable[[float, Tensor | None, Tensor, float | None], tu
         else:
             c = grid[len(tried)] if len(tried) < len(grid) else None
     return best
-
-
-def warm_start(model: nn.Module, head: Any, train: TokenizedSplit, validation: TokenizedSplit | None,
-               best_metric: str = "loss", labels: list[str] | None = None,
-               loss: str = "head", clock: WallClock | None = None) -> tuple[np.ndarray, dict[str, Any]]:
-    """Fit the branch's weights (`model.wide`) and the head's bias as a linear model of the bags
-    (`fit_linear`, module docstring). Returns the training rows' offsets [rows, C] (out-of-fold minus
-    in-sample logits; zero where the clock skipped the folds: the encoder trains against the full
-    branch's logits, and the run's choice may still ship the branch) and what it chose (`C`, the
-    validation score, `seconds`, and `bias` [C]: the bias fitted with the branch, the bag-of-terms
-    model's own, which the encoder's training then moves)."""
-    branch = model.wide
-    bias = model.head.bias.detach().float().cpu()
-    fitted = fit_linear(branch, bias, head, train, validation, best_metric, labels, loss, clock)
-    with torch.no_grad():
-        branch.weight.copy_(fitted.weights.to(branch.weight))
-        model.head.bias.copy_(fitted.bias.to(model.head.bias))
-        # the model starts as the fitted branch: the encoder's head weights at zero, so it adds
-        # nothing until it learns something (at its random start it adds noise to every log-odds
-        # the branch has fitted)
-        model.head.weight.zero_()
-    out_of_fold = fitted.out_of_fold if fitted.out_of_fold is not None else fitted.in_sample
-    # a row outside the fit's sample is unseen by it: its in-sample logits are out-of-fold already (offset 0)
-    offsets = torch.zeros(train.num_rows, out_of_fold.shape[1])  # [rows, C]
-    offsets[slice(None) if fitted.rows is None else torch.from_numpy(fitted.rows)] = out_of_fold - fitted.in_sample
-    logger.info("wide warm start: the bag-of-terms branch fitted (%s, C %g, %d training rows, %s) in %.1f s",
-                fitted.method, fitted.c, train.num_rows,
-                f"{WARM_START_FOLDS} folds for the encoder's targets" if fitted.out_of_fold is not None
-                else "no folds", fitted.seconds)
-    return offsets.numpy().astype(np.float32), {"C": fitted.c, "validation_score": fitted.score,
-                                                "seconds": fitted.seconds, "bias": fitted.bias.detach().float().cpu(),
-                                                # the choice compares bags on every training row's
-                                                "out_of_fold": fitted.out_of_fold if fitted.rows is None else None}
-
-
 MIN_GRID = 2
 """Values of the C grid fitted unless the warm start's deadline (WallClock.warm_start_deadline) has passed,
 however long the last fit took: its first, the strongest penalty, was the best on none of tnews5k / trec
 under a 5-minute budget (docs/recipe.md)."""
-DEADLINE_CHUNK = 10
-"""Under a wall-clock budget a fit checks the clock every this many L-BFGS iterations."""
-
-
-def fit_branch(model: nn.Module, head: Any, splits: dict[str, TokenizedSplit], wide: WideConfig,
-               best_metric: str = "loss", labels: list[str] | None = None,
-               clock: WallClock | None = None) -> tuple[np.ndarray, Tensor, Tensor | None] | None:
-    """Before the first step of a fresh run: the IDF table of a `tfidf` branch, then with
-    `wide.warm_start` the warm start with `wide.loss` (`head`: the task's head, whose loss it
-    fits), whose training offsets [rows, C], fitted bias [C] and out-of-fold training logits [rows, C]
-    (None where the clock skipped the folds) it returns (None otherwise, and for a model without a
-    branch)."""
-    branch = getattr(model, "wide", None)
-    if branch is None:
-        return None
-    if branch.weighting == "tfidf":
-        set_idf(branch, splits["train"])
-    if not wide.warm_start:
-        return None
-    offsets, chosen = warm_start(model, head, splits["train"], splits.get("validation"), best_metric, labels,
-                                 wide.loss, clock)
-    return offsets, chosen["bias"], chosen["out_of_fold"]
-
-
-def start_wide(cfg: ClassifierConfig, model: nn.Module, splits: dict[str, TokenizedSplit], labels: list[str], run_dir: Path, *,
-               resume: bool, env: D.DistEnv | None = None, clock: WallClock | None = None) -> np.ndarray | None:
-    """The one call of a run (tfm_cls.train) before training: on a
-    fresh run `fit_branch`, the warm start's offsets written to RUN/OFFSETS_FILE (rank 0); on
-    resume they are read back from there (the checkpoint holds the branch itself). Returns the
-    training offsets [rows, C] that ClassificationTask adds to the logits in the loss, or None
-    (no warm start)."""
-    if not (cfg.wide.enabled and cfg.wide.warm_start):
-        if not resume:
-            fit_branch(model, None, splits, cfg.wide)  # a `tfidf` branch's IDF table
-        return None
-    path = run_dir / OFFSETS_FILE
-    if resume:
-        return read_offsets(path, (splits["train"].num_rows, model.config["num_classes"]))
-    head = head_for(cfg, splits["train"].labels, labels=labels)  # the task's head: the loss the branch is fitted with
-    fitted = fit_branch(model, head, splits, cfg.wide, cfg.train.best_metric, labels, clock)
-    if fitted is None:
-        return None
-    offsets, bias, out_of_fold = fitted
-    if env is None or env.is_main:
-        saved = {"offsets": torch.from_numpy(offsets), "bias": bias}
-        if out_of_fold is not None:
-            saved[OUT_OF_FOLD] = out_of_fold.detach().float().contiguous()
-        save_tensors(saved, path)
-    return offsets
-
-
-def read_offsets(path: Path, shape: tuple[int, int]) -> np.ndarray:
-    """A resumed warm-started run's training offsets (RUN/OFFSETS_FILE), of `shape` (rows, C): one
-    clear error for a missing or corrupt file, or one of another training split."""
-    if not path.is_file():
-        raise RunDirError(f"{path}: missing; a run with wide.warm_start writes it before its first step, "
-                          "so this run directory was not made by such a run (start it again with --overwrite)")
-    try:
-        offsets = load_file(str(path))["offsets"].numpy()
-    except Exception as err:  # safetensors raises its own error types for torn / foreign files
-        raise CheckpointError(f"{path}: corrupt or not a tfm-cls offsets file ({err})") from err
-    if offsets.shape != shape:
-        raise RunDirError(f"{path}: offsets of shape {list(offsets.shape)}, but the training split gives "
-                          f"{list(shape)}: the data changed since the run began (start it again with --overwrite)")
-    return offsets
-
-
-def read_out_of_fold(path: Path, shape: tuple[int, int]) -> np.ndarray | None:
-    """A bag's out-of-fold training logits [rows, C] (OUT_OF_FOLD in the safetensors file `path`), or
-    None where the file or the key is missing (the folds skipped, a run made before they were kept)
-    or they are not of `shape` (the training split's rows and outputs)."""
-    if not path.is_file():
-        return None
-    try:
-        with safe_open(str(path), framework="pt") as saved:  # that one tensor, not the offsets beside it
-            logits = saved.get_tensor(OUT_OF_FOLD) if OUT_OF_FOLD in saved.keys() else None  # noqa: SIM118
-    except Exception as err:  # safetensors raises its own error types for torn / foreign files
-        raise CheckpointError(f"{path}: corrupt or not a tfm-cls safetensors file ({err})") from err
-    if logits is None or tuple(logits.shape) != tuple(shape):
-        return None
-    return logits.numpy()
-
-
-def branch_bias(run_dir: Path) -> Tensor | None:
-    """The bias the warm start fitted with the branch (RUN/OFFSETS_FILE), or None where the run has
-    none (no warm start, or a file written before it was kept). With the branch it is the
-    bag-of-terms model as fitted (tfm_cls.classify.candidates); the trained head's bias is fitted
-    beside the encoder, not for the branch alone."""
-    path = run_dir / OFFSETS_FILE
-    if not path.is_file():
-        return None
-    try:
-        return load_file(str(path)).get("bias")
-    except Exception as err:  # safetensors raises its own error types for torn / foreign files
-        raise CheckpointError(f"{path}: corrupt or not a tfm-cls offsets file ({err})") from err
-
-
-def train_branch(model: nn.Module, wide: WideConfig) -> None:
-    """How the branch trains (ClassificationTask, before the optimizer exists): kept as fitted after
-    a warm start (no gradient; the encoder learns what it misses), else at `wide.lr` (None: the
-    head's rate; tfm_cls.training.optim gives a module with an `lr` of its own that rate)."""
-    branch = getattr(model, "wide", None)
-    if branch is None:
-        return
-    if wide.warm_start:
-        branch.requires_grad_(False)
-    branch.lr = wide.lr

@@ -3,14 +3,14 @@ the words (`wide.second_bag_ngrams`: tokens and their n-grams up to that order, 
 `wide.second_bag_buckets` hashed rows) beside the warm start's branch.
 
     fit_second_bag(cfg, model, splits, labels, run_dir, clock)   # tfm_cls.train.recipe, after start_wide
-    second_bag(cfg, run_dir, device)                             # tfm_cls.classify.candidates: (name, model)
+    second_bag(cfg, run_dir, device)                             # tfm_cls.bag.candidates: (name, model)
     train_out_of_fold(run_dir, name, shape)                      # a bag's out-of-fold training logits, or None
 
 The recipe asks for tokens, pairs and triples where the tokens are characters (Chinese, Japanese: a word
 is two or three of them, and the classical character n-gram models beat a bag of pairs there), and
-the run's choice (tfm_cls.classify.candidates.pick) ships it only where its validation score is more
+the run's choice (tfm_cls.bag.candidates.pick) ships it only where its validation score is more
 than one paired standard error above the cheaper bag's. It is the warm start's fit
-(tfm_cls.classify.wide_fit.fit_linear: the same loss, C walked on validation, hinge margins scaled
+(tfm_cls.bag.fit.fit_linear: the same loss, C walked on validation, hinge margins scaled
 into log-odds on out-of-fold margins), made on a fresh run before the first step, under the same
 deadline (skipped, and said, where the warm start's share of the budget is spent), and written at
 once to RUN/candidates/bag_of_terms_N/ (model_config.json, model.safetensors, and out_of_fold.safetensors
@@ -32,8 +32,10 @@ import torch
 from torch import nn
 
 from tfm_cls import runs as R
+from tfm_cls.bag.fit import fit_linear
+from tfm_cls.bag.sparse import set_idf
+from tfm_cls.bag.warm_start import OFFSETS_FILE, OUT_OF_FOLD, read_out_of_fold
 from tfm_cls.classify.heads import head_for
-from tfm_cls.classify.wide_fit import OFFSETS_FILE, OUT_OF_FOLD, fit_linear, read_out_of_fold, set_idf
 from tfm_cls.data.tokenized import TokenizedSplit
 from tfm_cls.io import read_json, write_json
 from tfm_cls.model.bag import BagOfTermsClassifier

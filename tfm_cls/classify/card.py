@@ -166,7 +166,7 @@ def _results_lines(config: dict[str, Any], metrics: dict[str, Any] | None, evalu
 
 
 def _candidates_lines(candidates: dict[str, Any] | None) -> list[str]:
-    """## What the run chose: each candidate's scores and cost, and the rule (tfm_cls.classify.candidates)."""
+    """## What the run chose: each candidate's scores and cost, and the rule (tfm_cls.bag.candidates)."""
     if not candidates:
         return []
     out = ["", "## What the run chose", "", f"The run made {len(candidates['front'])} deployable models and ships "
@@ -190,7 +190,7 @@ def _name(row: dict[str, Any]) -> str:
 
 def holds_text(row: dict[str, Any]) -> str:
     """Whether a candidate holds the best score, and why not: who beat it, or how far it may trail the
-    best (its loss bound, over the most it may lose; tfm_cls.classify.candidates.MAX_LOSS)."""
+    best (its loss bound, over the most it may lose; tfm_cls.bag.compare.MAX_LOSS)."""
     beaten_by = row.get("beaten_by")
     if row.get("holds_best"):
         return "yes"

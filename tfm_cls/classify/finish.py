@@ -22,6 +22,7 @@ from typing import Any
 import numpy as np
 
 from tfm_cls import runs as R
+from tfm_cls.bag.candidates import Choice, choose, save_candidates, score_test, trained_weights
 from tfm_cls.classify.calibration import (
     ECE_BINS,
     SHIFT_Z,
@@ -29,7 +30,6 @@ from tfm_cls.classify.calibration import (
     calibration_summary,
     fit_temperature,
 )
-from tfm_cls.classify.candidates import Choice, choose, save_candidates, score_test, trained_weights
 from tfm_cls.classify.card import write_card
 from tfm_cls.classify.plots import plot_training_curves
 from tfm_cls.classify.predict import evaluate
@@ -213,11 +213,11 @@ def finish_run(
 
 
 def score_run(task: ClassificationTask, data: ClassificationData, clock: WallClock | None = None) -> Scored:
-    """The run's choice (tfm_cls.classify.candidates) and the chosen model's scores: validation (the
+    """The run's choice (tfm_cls.bag.candidates) and the chosen model's scores: validation (the
     choice's, reused), calibration, test, then the candidates not chosen on test where the clock affords it."""
     env = task.env
     # the deployables the run made, scored on validation: the cheapest that holds the best score
-    # becomes the task's model and head (tfm_cls.classify.candidates; one process: DDP keeps its model)
+    # becomes the task's model and head (tfm_cls.bag.candidates; one process: DDP keeps its model)
     choice = choose(task, clock) if not env.distributed else None
     cached = {"validation": (choice.chosen.validation, choice.chosen.logits)} if choice else None
     results, logits, calibration = score_splits(task, data.labels, cached)

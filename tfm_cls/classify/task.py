@@ -2,7 +2,7 @@
 
 ClassificationTask says how length-bucketed batches of labelled texts become a loss (the task
 head's: cross-entropy with label smoothing, BCE, MSE; tfm_cls.classify.heads; plus a warm-started
-wide branch's offsets, tfm_cls.classify.wide_fit), how validation is scored
+wide branch's offsets, tfm_cls.bag.warm_start), how validation is scored
 (accuracy / macro-F1 / loss, or the head's metrics) and what is saved (model.safetensors).
 `tfm-cls train` (tfm_cls.train) and `tfm-cls distill` (tfm_cls.distill.recipe, a subclass) run it;
 segment_kwargs is what both say about a from-scratch classifier's segment embedding.
@@ -19,9 +19,9 @@ import torch
 from torch import Tensor, nn
 
 from tfm_cls import runs as R
+from tfm_cls.bag.warm_start import train_branch
 from tfm_cls.classify.heads import head_for
 from tfm_cls.classify.predict import evaluate
-from tfm_cls.classify.wide_fit import train_branch
 from tfm_cls.config import ClassifierConfig
 from tfm_cls.data.tokenized import LengthBucketSampler, TokenizedSplit, batch_loader, collate, window_rows
 from tfm_cls.data.tokenizer import PAD_ID
@@ -77,7 +77,7 @@ class ClassificationTask:
         run_dir: Path, env: D.DistEnv, amp: Precision, offsets: np.ndarray | None = None,
     ) -> None:
         """`offsets` [training rows, C]: added to the model's logits in the training loss (a
-        warm-started wide branch's out-of-fold minus in-sample logits: tfm_cls.classify.wide_fit)."""
+        warm-started wide branch's out-of-fold minus in-sample logits: tfm_cls.bag.warm_start)."""
         tc = cfg.train
         self.cfg, self.model, self.splits, self.labels = cfg, model, splits, labels
         self.run_dir, self.env, self.amp = run_dir, env, amp

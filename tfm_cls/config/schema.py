@@ -420,13 +420,13 @@ class ContrastiveConfig:
 
     ship_bag: bool = False
     """Ship the bag of terms instead of fine-tuning where it beats the frozen encoder by more than one
-    paired SE in the cross-validation on the labelled texts (tfm_cls.train.few_label_choice; the
+    paired SE in the cross-validation on the labelled texts (tfm_cls.bag.few_labels; the
     cross-validation runs and is reported either way). Off: on trec at 8 a class (issue 43's picks)
     it shipped the bag at 50.2 % where SetFit's fine-tuning reached 81.6 %: the frozen encoder is too
     low a bound of the fine-tuned one for this rule."""
     prefer_bag: bool = False
     """Where the cross-validation cannot tell the two apart, the bag of terms ships (the cheaper, the run's
-    own rule: tfm_cls.classify.candidates) and the encoder is fine-tuned only where its frozen vectors beat
+    own rule: tfm_cls.bag.candidates) and the encoder is fine-tuned only where its frozen vectors beat
     the bag by more than one paired SE. For an encoder that does not read the texts' script: the planner
     sets it where the pretrained vocabulary reads over 1 % of the training tokens as [UNK], whose new
     tokens start with no pretrained meaning (tnews at 8 a class: the frozen encoder 13.1 % on test, the

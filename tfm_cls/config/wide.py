@@ -4,7 +4,7 @@
       enabled: true          # the branch (tfm_cls.model.wide.WideBranch), summed into the logits
       weighting: tfidf       # its bag
       ngrams: 2              # tokens and hashed pairs of adjacent tokens
-      warm_start: true       # fitted before step 1 and kept (tfm_cls.classify.wide_fit)
+      warm_start: true       # fitted before step 1 and kept (tfm_cls.bag.warm_start)
 
 Torch-free, as every config section: tfm_cls/config/schema.py imports it, and a bad config is
 reported before torch loads. It imports nothing of tfm_cls.config either (which imports it), so
@@ -68,7 +68,7 @@ class WideConfig:
     warm_start: bool = False
     """Before the first step, fit the branch (and the head's bias) as a linear model of the training
     texts' bags, full-batch L-BFGS with C picked on validation by `train.best_metric`
-    (tfm_cls.classify.wide_fit), then keep it fixed (`lr` unused): the encoder trains against the
+    (tfm_cls.bag.warm_start), then keep it fixed (`lr` unused): the encoder trains against the
     branch's out-of-fold logits and learns what the words miss (stacking). Training starts where
     TF-IDF + logistic regression ends."""
     loss: typing.Literal["head", "squared_hinge"] = "head"
@@ -81,7 +81,7 @@ class WideConfig:
     """With `warm_start`: 0, nothing more; 2 or 3, the warm start also fits a bag-of-terms model of its
     own over tokens and their n-grams up to this order in `second_bag_buckets` hashed rows (the same
     loss, C walked on validation), a candidate of the run's choice named `bag_of_terms_N`
-    (tfm_cls.classify.bag_candidate): a second view of the words, shipped only where validation says it
+    (tfm_cls.bag.second): a second view of the words, shipped only where validation says it
     holds more than the cheaper ones. The recipe asks for triples where the tokens are characters."""
     second_bag_buckets: int = 2**20
     """The second bag's hashed rows (triples need more rows than pairs: fewer, and their collisions cost

@@ -33,7 +33,7 @@ GRAM_SIZES = (2, 5)
 """The smallest and largest n of the grams (the classical char_wb model's, tfm_cls.classify.baseline)."""
 GRAM_MIN_DF = 2
 """A gram counts where at least this many training texts hold it (its IDF is 0 otherwise,
-tfm_cls.classify.wide_fit.set_idf): the classical char_wb view's min_df
+tfm_cls.bag.sparse.set_idf): the classical char_wb view's min_df
 (tfm_cls.classify.baseline.words_and_chars); a gram of one text is noise its bag's norm would carry."""
 WORD_MARKERS = ("Ġ", "▁")
 """Byte-level BPE's and SentencePiece's mark of a word's first piece, read as the space before it."""

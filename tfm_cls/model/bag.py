@@ -3,8 +3,8 @@
     model = BagOfTermsClassifier(vocab_size, num_classes, weighting="tfidf", ngrams=2, buckets=2**18)
     logits = model(input_ids, attention_mask)     # [B, C] = WideBranch(input_ids, attention_mask) + bias
 
-What a run ships when its encoder adds nothing measurable (tfm_cls.classify.candidates): the TF-IDF +
-linear model fitted over the runtime's own tokens (the warm start of tfm_cls.classify.wide_fit), so
+What a run ships when its encoder adds nothing measurable (tfm_cls.bag.candidates): the TF-IDF +
+linear model fitted over the runtime's own tokens (the warm start of tfm_cls.bag.warm_start), so
 the exported graph is ids -> hashed bag -> one product -> scores, with the tokenizer, labels and
 decision rule in the same .onnx as every other export (`infer`, `serve`, `batch` read it unchanged).
 

@@ -9,8 +9,8 @@ One weight per (term, class) in `weight` [rows, C]; a text's logits are the sum 
 hashed triples) of each term's
 weights times its share of the L2-normalised bag (`shares`: count or TF-IDF). With `tfidf` the
 inverse document frequencies of the training texts are a buffer, `idf` [rows], set before training
-(tfm_cls.classify.wide_fit). Fitting the weights, the warm start and its offsets are the training
-side's: tfm_cls.classify.wide_fit.
+(tfm_cls.bag.warm_start). Fitting the weights, the warm start and its offsets are the training
+side's: tfm_cls.bag.warm_start (the fits: tfm_cls.bag.fit).
 
 The model's config (model_config.json) records the branch flat, as TransformerClassifier's
 arguments: `wide`, `wide_weighting`, `wide_ngrams`, `wide_buckets`, `encoder_length`,
@@ -66,7 +66,7 @@ class WideBranch(nn.Module):
 
     `weight` [rows, C] starts at zero (the model starts as the encoder alone); its padding row
     stays zero (no gradient, as nn.Embedding's padding_idx). `lr`: a learning rate of its own,
-    set by the training side (tfm_cls.classify.wide_fit.train_branch; None: the head's); not saved.
+    set by the training side (tfm_cls.bag.warm_start.train_branch; None: the head's); not saved.
     """
 
     def __init__(self, vocab_size: int, num_classes: int, pad_token_id: int | None = None, weighting: str = "count",
@@ -181,7 +181,7 @@ class WideBranch(nn.Module):
         """parts [B, N] -> the sum of each position's bag [B, 1], or [B, N] with the character view:
         the tokens' and pairs' sum at theirs, the grams' at the grams', doubled (two bags, each
         normalised to 1 / sqrt(2) on its own, so that the text's whole bag keeps the unit norm the C
-        grid of the fit was chosen for: tfm_cls.classify.wide_fit.HINGE_C)."""
+        grid of the fit was chosen for: tfm_cls.bag.fit.HINGE_C)."""
         if not self.char_rows:
             return parts.sum(dim=1, keepdim=True)  # [B, 1]
         gram = terms >= self.char_start  # [B, N] a position of the character view
@@ -253,7 +253,7 @@ class WideBranch(nn.Module):
 
     @torch.no_grad()
     def set_idf(self, idf: Tensor) -> None:
-        """The `tfidf` table, idf [rows] (tfm_cls.classify.wide_fit.set_idf); 0 at the padding row."""
+        """The `tfidf` table, idf [rows] (tfm_cls.bag.sparse.set_idf); 0 at the padding row."""
         idf = idf.to(self.idf, copy=True)
         if self.padding_idx is not None:
             idf[self.padding_idx] = 0.0

@@ -1,10 +1,10 @@
 """The classification recipe (`tfm-cls train`): a config (or a data folder planned into one) -> a
 finished run directory. Its pieces of the classify/ library (the task, the heads, the finish) are
-distill's too; what only this recipe uses lives here.
+distill's too; what only this recipe uses lives here, and the bag of terms and the run's choice in bag/
+(the few-label cross-validation: tfm_cls.bag.few_labels).
 
     recipe.py              train(cfg, data=None): data -> tokenizer -> model -> the engine -> finish_run
     contrastive.py         few labelled texts: SetFit's pairs (ContrastiveTask on the engine), then fit_head
-    few_label_choice.py    few labels: the bag of terms against the frozen encoder, cross-validated
     plan/                  the planner of `tfm-cls train --data DIR`: the data profiled, the config chosen,
                            torch-free
 

@@ -28,11 +28,12 @@ from tokenizers import Tokenizer
 from torch import nn
 
 from tfm_cls import runs as R
-from tfm_cls.classify.bag_candidate import fit_second_bag
+from tfm_cls.bag.few_labels import cross_validate
+from tfm_cls.bag.second import fit_second_bag
+from tfm_cls.bag.warm_start import start_wide
 from tfm_cls.classify.finish import finish_run
 from tfm_cls.classify.heads import check_loss_weights, head_for
 from tfm_cls.classify.task import ClassificationTask, probe_cost, segment_kwargs
-from tfm_cls.classify.wide_fit import start_wide
 from tfm_cls.config import ClassifierConfig, WideConfig, save_config
 from tfm_cls.data.char_grams import branch_terms
 from tfm_cls.data.sources import ClassificationData, load_data, train_sample
@@ -56,7 +57,6 @@ from tfm_cls.errors import ConfigError
 from tfm_cls.io import read_json, write_json
 from tfm_cls.model.classifier import token_limit
 from tfm_cls.train.contrastive import fit_contrastive
-from tfm_cls.train.few_label_choice import cross_validate
 from tfm_cls.training import budget
 from tfm_cls.training import distributed as D
 from tfm_cls.training.clock import WallClock
@@ -204,7 +204,7 @@ def _finish_rows(cfg: ClassifierConfig, splits: dict[str, Any]) -> int:
     """Texts the end of the run scores with the trained model: validation once (the loop's last
     evaluation, the engine's) and test once, for the shipped model (tfm_cls.classify.finish; the
     candidates' validation scores reuse the loop's). A candidate not shipped is scored on test only
-    where the clock affords it then (tfm_cls.classify.candidates.score_test), so it is not reserved:
+    where the clock affords it then (tfm_cls.bag.candidates.score_test), so it is not reserved:
     reserving it kept tnews (48k texts, 5 minutes) from any step with 188 s left."""
     return sum(len(splits[name]) for name in ("validation", "test") if name in splits)
 
@@ -307,7 +307,7 @@ class _Run:
 def _few_labels(cfg: ClassifierConfig, model: nn.Module, splits: dict[str, Any], data: ClassificationData,
                 run: _Run, bag_skips: list[int]) -> dict[str, Any]:
     """The few-label regime: the classical model against the encoder by cross-validation on the labelled
-    texts (tfm_cls.train.few_label_choice, one process); the bag of terms ships where it wins,
+    texts (tfm_cls.bag.few_labels, one process); the bag of terms ships where it wins,
     else the contrastive fine-tuning and its fitted head, stopped where the time left is what the end
     of the run is measured to need (`train.wall_minutes`)."""
     run_dir, env, amp, clock, stages = run.run_dir, run.env, run.amp, run.clock, run.stages
@@ -421,9 +421,9 @@ def _tokenized(cfg: ClassifierConfig, data: ClassificationData, tokenizer: Token
 
 def _fit_bags(cfg: ClassifierConfig, model: nn.Module, splits: dict[str, Any], data: ClassificationData,
               run: _Run) -> Any:
-    """The wide branch (tfm_cls.classify.wide_fit): its IDF table and warm start on a fresh run, and the
+    """The wide branch (tfm_cls.bag.warm_start): its IDF table and warm start on a fresh run, and the
     warm start's training offsets [rows, C] (None without one), which the task adds to the logits in its
-    loss; and the second bag, a candidate of the run's choice (tfm_cls.classify.bag_candidate)."""
+    loss; and the second bag, a candidate of the run's choice (tfm_cls.bag.second)."""
     env, clock = run.env, run.clock
     with run.stages.stage("bags"):
         if not run.resume and not env.distributed:  # one process: the ranks' timings could plan differently

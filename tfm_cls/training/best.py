@@ -1,5 +1,5 @@
 """Which of two validation scores is better: the one rule the engine's best checkpoint, the run's
-choice among candidates (tfm_cls.classify.candidates) and the wide branch's warm start all use.
+choice among candidates (tfm_cls.bag.candidates) and the wide branch's warm start all use.
 Here, below the task code, so the engine needs nothing of classification."""
 
 from __future__ import annotations

@@ -69,7 +69,7 @@ TOKENIZE_PROBE = 2000
 """Training texts tokenized (and timed) first, where the split holds more than TOKENIZE_BLOCK."""
 
 
-# ---- the bags' fits and the encoder's loop (tfm_cls.classify.wide_fit, bag_candidate) ---------------------
+# ---- the bags' fits and the encoder's loop (tfm_cls.bag.fit, warm_start, second) ---------------------
 
 LOOP_SHARE = 0.4
 """Under a wall-clock budget the warm start leaves the encoder's loop at least this share of it (where
@@ -89,7 +89,7 @@ fit made (its bags read, its IDF applied): a second bag, which reads more n-gram
 # ---- the end of the run (tfm_cls.classify.finish, candidates) -------------------------------------------
 
 FIXED_SECONDS = 30.0
-"""The end of a run beyond scoring rows: timing each candidate (tfm_cls.classify.candidates, at most
+"""The end of a run beyond scoring rows: timing each candidate (tfm_cls.bag.candidates, at most
 10 s each), calibration, writing the weights, figures and the card."""
 WRITE_SECONDS = 5.0
 """The very end of a run: calibration, the weights, figures and the card written (within FIXED_SECONDS)."""
@@ -97,7 +97,7 @@ CHEAP_SECONDS = 10.0
 """A candidate whose test scoring is measured to take less than this is scored whatever the clock says."""
 SHRINK_SECONDS = 30.0
 """Time a smaller bag's validation score is started with (tfm_cls.bag.shrink, the chosen bag shrunk by
-tfm_cls.classify.candidates.smaller_bag): a long document's bag scored 2,000 validation texts in ~1 s on
+tfm_cls.bag.candidates.smaller_bag): a long document's bag scored 2,000 validation texts in ~1 s on
 one thread."""
 
 
@@ -126,7 +126,7 @@ def next_baseline_fit(rows: int, seconds: float, n: int) -> tuple[int, float]:
     following = min(n, rows * BASELINE_GROWTH)
     return following, BASELINE_MARGIN * seconds * following / rows
 
-# ---- the few-label regime (tfm_cls.train.few_label_choice) ---------------------------------------------
+# ---- the few-label regime (tfm_cls.bag.few_labels) ---------------------------------------------
 
 FEW_LABEL_FIT_SHARE = 0.2
 """The few-label cross-validation's bag fits (one a fold, then the shipped bag's) share at most this much

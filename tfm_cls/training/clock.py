@@ -171,7 +171,7 @@ class WallClock:
         (it has one)."""
         return budget.LOOP_SHARE * self.budget if self._loop_seconds is None else self._loop_seconds
 
-    # ---- the warm start's share (tfm_cls.classify.wide_fit, bag_candidate) ------------------------------
+    # ---- the warm start's share (tfm_cls.bag.fit, warm_start, second) ------------------------------
 
     def warm_start_deadline(self) -> float | None:
         """When (time.monotonic()) the warm start's fits must stop to leave the loop its time (`loop_held`)

@@ -78,7 +78,7 @@ def _lr_scale(name: str, num_layers: int, decay: float) -> float:
 
 def _own_rates(model: torch.nn.Module) -> dict[str, float]:
     """The submodules that carry a learning rate of their own (an `lr` attribute, not None: the
-    wide branch's `wide.lr`, set by tfm_cls.classify.wide_fit.train_branch): name + "." -> rate."""
+    wide branch's `wide.lr`, set by tfm_cls.bag.warm_start.train_branch): name + "." -> rate."""
     rates = {name: getattr(module, "lr", None) for name, module in model.named_modules() if name}
     return {f"{name}.": float(lr) for name, lr in rates.items() if isinstance(lr, (int, float))}
 

@@ -1,4 +1,4 @@
-"""The bag-of-tokens branch (`wide:`, issue 27; tfm_cls.model.wide, tfm_cls.classify.wide_fit): its
+"""The bag-of-tokens branch (`wide:`, issue 27; tfm_cls.model.wide, tfm_cls.bag.warm_start): its
 logits are a linear bag of the text's tokens, it starts at zero (the model starts as the encoder
 alone), trains at wide.lr, and travels through the ONNX export to the torch-free runtime unchanged."""
 
@@ -16,22 +16,12 @@ from tfm_cls.export.quantize import quantize_model
 from tfm_cls.export.verify import verify
 
 from tfm_cls import runs as R
+from tfm_cls.bag.fit import WARM_START_C, fit_linear
+from tfm_cls.bag.solvers import DEADLINE_CHUNK, WARM_START_ITERATIONS, fit_head_loss
+from tfm_cls.bag.sparse import bag_matrix, set_idf
+from tfm_cls.bag.warm_start import OFFSETS_FILE, fit_branch, start_wide, train_branch, warm_start
 from tfm_cls.classify.heads import Head as SingleLabelHead
 from tfm_cls.classify.predict import texts_logits
-from tfm_cls.classify.wide_fit import (
-    DEADLINE_CHUNK,
-    OFFSETS_FILE,
-    WARM_START_C,
-    WARM_START_ITERATIONS,
-    bag_matrix,
-    fit_branch,
-    fit_head_loss,
-    fit_linear,
-    set_idf,
-    start_wide,
-    train_branch,
-    warm_start,
-)
 from tfm_cls.config import ClassifierConfig, TrainConfig, WideConfig, load_config
 from tfm_cls.data.tokenized import TokenizedSplit, collate
 from tfm_cls.errors import CheckpointError, ConfigError, RunDirError
@@ -481,7 +471,7 @@ def test_a_branch_of_another_order_is_one_clear_error():
 
 
 def test_platt_turns_margins_into_log_odds_and_a_constant_label_gets_a_fixed_margin():
-    from tfm_cls.classify.wide_fit import _fit_svm, platt
+    from tfm_cls.bag.solvers import _fit_svm, platt
 
     rng = np.random.default_rng(0)
     # Platt: scores whose true log-odds are 2 * s - 1 give back that scale and shift
@@ -499,8 +489,8 @@ def test_platt_turns_margins_into_log_odds_and_a_constant_label_gets_a_fixed_mar
 
 
 def test_a_squared_hinge_warm_start_leaves_a_branch_of_log_odds():
+    from tfm_cls.bag.fit import HINGE_C
     from tfm_cls.classify.heads import MultiLabelHead
-    from tfm_cls.classify.wide_fit import HINGE_C
 
     rng = np.random.default_rng(3)
 
@@ -540,7 +530,7 @@ def test_a_squared_hinge_warm_start_leaves_a_branch_of_log_odds():
 def test_a_single_label_squared_hinge_warm_start_is_linearsvc_scaled_into_one_softmax():
     from sklearn.svm import LinearSVC
 
-    from tfm_cls.classify.wide_fit import HINGE_C
+    from tfm_cls.bag.fit import HINGE_C
 
     rng = np.random.default_rng(4)
     (train_rows, train_labels), (val_rows, val_labels) = _class_word_rows(rng, 120), _class_word_rows(rng, 60)
@@ -642,10 +632,10 @@ def test_a_loop_that_could_not_train_is_not_held_its_share_and_the_warm_start_fi
 
 
 def test_past_two_c_values_the_grid_stops_where_the_folds_would_no_longer_fit_after_the_next(monkeypatch):
-    from tfm_cls.classify import wide_fit
+    from tfm_cls.bag import fit
     from tfm_cls.training.clock import WallClock
 
-    real = wide_fit._fit_svm
+    real = fit._fit_svm
 
     def slow_fit(bags, targets, c):  # seconds the clock counts, not the CPU: C 1 a second, the others three
         time.sleep(1.0 if c == 1.0 else 3.0)
@@ -657,24 +647,24 @@ def test_past_two_c_values_the_grid_stops_where_the_folds_would_no_longer_fit_af
     model = _tfidf_model()
     set_idf(model.wide, train_split)
     # once unclocked at full speed: a first call's one-off costs (imports, first kernels) are not a fit's
-    wide_fit.fit_linear(model.wide, torch.zeros(3), SingleLabelHead(), train_split, val_split, "accuracy",
-                        ["a", "b", "c"], "squared_hinge")
-    monkeypatch.setattr(wide_fit, "_fit_svm", slow_fit)
+    fit.fit_linear(model.wide, torch.zeros(3), SingleLabelHead(), train_split, val_split, "accuracy",
+                   ["a", "b", "c"], "squared_hinge")
+    monkeypatch.setattr(fit, "_fit_svm", slow_fit)
     # nothing held for a loop; 42 s left of which the end reserves 30: 12 s for the warm start. After two fits
     # (C 1, C 0.3: ~8 s left) a third, C 3 (timed as the slowest, 3 s, times 3 / 1, the C over the largest
     # tried) and the folds at C 1 (the first of the equals) would need ~3 x 3 + 5 x 1 s: the grid stops
     # there; the folds alone fit
     clock = WallClock(1.0, started=time.monotonic() - 18.0)
     clock.hold_loop(0.0)
-    fitted = wide_fit.fit_linear(model.wide, torch.zeros(3), SingleLabelHead(), train_split, val_split, "accuracy",
-                                 ["a", "b", "c"], "squared_hinge", clock)
+    fitted = fit.fit_linear(model.wide, torch.zeros(3), SingleLabelHead(), train_split, val_split, "accuracy",
+                            ["a", "b", "c"], "squared_hinge", clock)
     assert len(clock.shrunk) == 1 and clock.shrunk[0].startswith("the warm start's C grid stopped before C 3 (")
     assert 13.5 <= float(clock.shrunk[0].split("would need ~")[1].split(" s")[0]) <= 16
     assert fitted.out_of_fold is not None and fitted.out_of_fold.shape == (60, 3)
 
 
 def test_a_second_bag_starts_only_where_a_first_fit_as_long_as_the_first_bags_fits(tmp_path):
-    from tfm_cls.classify.bag_candidate import fit_second_bag
+    from tfm_cls.bag.second import fit_second_bag
     from tfm_cls.training.clock import WallClock
 
     rng = np.random.default_rng(4)

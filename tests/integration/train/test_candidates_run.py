@@ -1,4 +1,4 @@
-"""A run that made several deployables ships one (tfm_cls.classify.candidates): the front in metrics.json
+"""A run that made several deployables ships one (tfm_cls.bag.candidates): the front in metrics.json
 and the card, the chosen model as the run's model, the others in RUN/candidates/, each exported,
 verified and run by the torch-free runtime; `tfm-cls export --candidate` exports another."""
 
@@ -14,10 +14,10 @@ from safetensors.torch import load_file
 
 from tfm_cls import cli
 from tfm_cls import runs as R
-from tfm_cls.classify.bag_candidate import train_out_of_fold
-from tfm_cls.classify.candidates import SPEED_NOISE, candidate_models
+from tfm_cls.bag.candidates import SPEED_NOISE, candidate_models
+from tfm_cls.bag.second import train_out_of_fold
+from tfm_cls.bag.warm_start import OFFSETS_FILE, branch_bias
 from tfm_cls.classify.predict import texts_logits
-from tfm_cls.classify.wide_fit import OFFSETS_FILE, branch_bias
 from tfm_cls.config import ClassifierConfig, load_config
 from tfm_cls.model import BagOfTermsClassifier, TransformerClassifier
 from tfm_cls.runtime.heads import softmax

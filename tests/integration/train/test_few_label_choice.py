@@ -1,5 +1,5 @@
 """Few labelled texts: the classical model against the encoder by cross-validation on the labelled texts
-(tfm_cls.train.few_label_choice). Where the words give the class away and the encoder knows nothing
+(tfm_cls.bag.few_labels). Where the words give the class away and the encoder knows nothing
 (a random one), the bag of terms ships, with no fine-tuning, as one verified .onnx run by the runtime."""
 
 import numpy as np

@@ -19,7 +19,7 @@ from tfm_cls.train import train
 EXTRA = ("train.epochs=3", "train.checkpoint_every=7",
          "train.eval_every=25", "train.lr=3e-3")
 # the bag-of-tokens branch fitted before the first step: the resumed run reads its training
-# offsets back from the run directory and keeps the fitted branch (tfm_cls.classify.wide_fit)
+# offsets back from the run directory and keeps the fitted branch (tfm_cls.bag.warm_start)
 WIDE = ("wide.enabled=true", "wide.weighting=tfidf", "wide.warm_start=true")
 
 

@@ -1,9 +1,9 @@
-"""The hinge fit's C walk (tfm_cls.classify.wide_fit.next_c): outwards from the start, the stronger penalty
+"""The hinge fit's C walk (tfm_cls.bag.fit.next_c): outwards from the start, the stronger penalty
 first, and on only while the best sits at the edge of what was tried."""
 
 import pytest
 
-from tfm_cls.classify.wide_fit import HINGE_C, HINGE_START, next_c, next_fit_seconds
+from tfm_cls.bag.fit import HINGE_C, HINGE_START, next_c, next_fit_seconds
 
 # validation accuracy by C of the warm start's bag, every value of the grid fitted (5-minute recipe
 # runs of docs/recipe.md, "All twelve rows again": train.log of each)

@@ -1,4 +1,4 @@
-"""The choice among a run's candidates (tfm_cls.classify.candidates): the best on validation, then the
+"""The choice among a run's candidates (tfm_cls.bag.candidates): the best on validation, then the
 fastest of those within one paired standard error of it; and the model without an encoder
 (tfm_cls.model.bag) is exactly the wide branch plus the head's bias."""
 
@@ -8,17 +8,8 @@ import numpy as np
 import pytest
 import torch
 
-from tfm_cls.classify.candidates import (
-    MAX_LOSS,
-    Choice,
-    Scored,
-    paired_se,
-    pick,
-    same_logits,
-    score_test,
-    scoring_seconds,
-    tolerance,
-)
+from tfm_cls.bag.candidates import Choice, Scored, pick, same_logits, score_test, scoring_seconds
+from tfm_cls.bag.compare import MAX_LOSS, paired_se, tolerance
 from tfm_cls.classify.heads import Head
 from tfm_cls.model import BagOfTermsClassifier, TransformerClassifier
 from tfm_cls.runs import build_model
@@ -228,7 +219,7 @@ def test_the_bag_model_is_the_branch_plus_the_bias_and_rebuilds_from_its_config(
 
 @pytest.mark.parametrize("task", ["single_label", "multi_label", "regression"])
 def test_resampled_metrics_equal_the_heads_own_metrics_on_each_resample(task):
-    from tfm_cls.classify.candidates import resampled_metric
+    from tfm_cls.bag.compare import resampled_metric
     from tfm_cls.classify.heads import MultiLabelHead, RegressionHead
 
     rng = np.random.default_rng(3)
@@ -250,7 +241,7 @@ def test_resampled_metrics_equal_the_heads_own_metrics_on_each_resample(task):
 
 
 def test_stratified_folds_hold_out_every_text_once_with_each_class_spread():
-    from tfm_cls.train.few_label_choice import folds_of
+    from tfm_cls.bag.few_labels import folds_of
 
     targets = np.array([0] * 8 + [1] * 8 + [2] * 4)
     folds = folds_of(targets, 4, seed=0)
@@ -260,7 +251,7 @@ def test_stratified_folds_hold_out_every_text_once_with_each_class_spread():
 
 
 def test_the_few_label_bag_ships_where_it_beats_or_with_prefer_bag_unless_it_is_beaten():
-    from tfm_cls.train.few_label_choice import ships_bag
+    from tfm_cls.bag.few_labels import ships_bag
 
     needed = 0.05  # the lead that beats
     for lead, beats, not_beaten in [(0.2, True, True), (0.05, False, True), (0.0, False, True), (-0.05, False, True),

@@ -1,10 +1,10 @@
-"""The few-label cross-validation's bag fits under the run's budget (tfm_cls.train.few_label_choice.fit_deadlines)."""
+"""The few-label cross-validation's bag fits under the run's budget (tfm_cls.bag.few_labels.fit_deadlines)."""
 
 import time
 
 import pytest
 
-from tfm_cls.train.few_label_choice import fit_deadlines
+from tfm_cls.bag.few_labels import fit_deadlines
 from tfm_cls.training import budget
 from tfm_cls.training.clock import WallClock
 

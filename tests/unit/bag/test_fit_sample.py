@@ -4,7 +4,8 @@ and no out-of-fold logits are kept for the choice (they would not be every train
 
 import numpy as np
 
-from tfm_cls.classify import wide_fit
+from tfm_cls.bag import fit, warm_start
+from tfm_cls.bag.sparse import set_idf
 from tfm_cls.classify.heads import Head
 from tfm_cls.data.ragged import RaggedIds
 from tfm_cls.data.tokenized import TokenizedSplit
@@ -28,19 +29,19 @@ def test_past_the_entry_cap_the_bag_is_fitted_on_a_sample_and_says_so(monkeypatc
     rng = np.random.default_rng(0)
     train, validation = _split(rng, 300), _split(rng, 60)
     model = _model()
-    wide_fit.set_idf(model.wide, train)
-    monkeypatch.setattr(wide_fit, "ENTRY_PROBE", 50)
-    monkeypatch.setattr(wide_fit, "MAX_BAG_ENTRIES", 100 * 7)  # ~7 entries a row: ~100 rows of 300
+    set_idf(model.wide, train)
+    monkeypatch.setattr(fit, "ENTRY_PROBE", 50)
+    monkeypatch.setattr(fit, "MAX_BAG_ENTRIES", 100 * 7)  # ~7 entries a row: ~100 rows of 300
     clock = WallClock(None)
-    offsets, chosen = wide_fit.warm_start(model, Head(), train, validation, "accuracy", ["a", "b", "c"],
-                                          "squared_hinge", clock)
+    offsets, chosen = warm_start.warm_start(model, Head(), train, validation, "accuracy", ["a", "b", "c"],
+                                            "squared_hinge", clock)
     assert len(clock.shrunk) == 1 and "fitted on a sample of" in clock.shrunk[0] and "of 300 training rows" in clock.shrunk[0]
-    sampled = wide_fit.fit_rows(model.wide, train)
+    sampled = fit.fit_rows(model.wide, train)
     assert sampled is not None and 50 <= len(sampled) < 300 and np.array_equal(sampled, np.sort(sampled))
     moved = np.abs(offsets).sum(axis=1) > 0
     assert offsets.shape == (300, 3) and moved.sum() > 0.5 * len(sampled)
     assert set(np.flatnonzero(moved)) <= set(sampled.tolist())  # rows outside the sample: no offset
     assert chosen["out_of_fold"] is None and chosen["validation_score"] > 0.9  # the words still separate the classes
     # under the cap: every row, nothing said
-    monkeypatch.setattr(wide_fit, "MAX_BAG_ENTRIES", 10**9)
-    assert wide_fit.fit_rows(model.wide, train) is None
+    monkeypatch.setattr(fit, "MAX_BAG_ENTRIES", 10**9)
+    assert fit.fit_rows(model.wide, train) is None

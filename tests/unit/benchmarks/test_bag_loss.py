@@ -8,7 +8,7 @@ from kits.tiny_topics import write_dataset
 
 from benchmarks import bag_loss
 from benchmarks.harness.samples import MIN_HOLDOUT
-from tfm_cls.classify.wide_fit import HINGE_C, WARM_START_C
+from tfm_cls.bag.fit import HINGE_C, WARM_START_C
 
 WORDS = {0: "goal match team score", 1: "stock market price trade", 2: "code software chip cloud"}
 

@@ -12,7 +12,8 @@ from kits.tiny_topics import write_dataset
 
 from benchmarks import bag_terms
 from benchmarks.harness.tokens import run_tokenizer, tokenized
-from tfm_cls.classify.wide_fit import HINGE_C, bag_matrix, set_idf
+from tfm_cls.bag.fit import HINGE_C
+from tfm_cls.bag.sparse import bag_matrix, set_idf
 from tfm_cls.model.wide import WideBranch
 
 # the class is the order of the same three words: single tokens say nothing, pairs and triples all

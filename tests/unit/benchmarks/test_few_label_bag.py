@@ -14,7 +14,7 @@ from sklearn.linear_model import LogisticRegression
 from benchmarks import few_label_bag
 from benchmarks.harness.samples import read_splits
 from benchmarks.harness.tokens import run_tokenizer
-from tfm_cls.train.few_label_choice import BAG_C
+from tfm_cls.bag.few_labels import BAG_C
 
 
 def _noisy(n: int, seed: int) -> list[dict]:
