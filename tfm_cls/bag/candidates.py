@@ -300,18 +300,22 @@ def choose(task: Any, clock: WallClock | None = None) -> Choice | None:
 def smaller_bag(chosen: Scored, task: Any, validation: TokenizedSplit, metric: str,
                 clock: WallClock | None = None) -> dict[str, Any] | None:
     """A chosen bag of terms ships on the int8 grid with only the terms it needs, where that holds the fitted
-    bag's validation score by the choice's own rule (tfm_cls.bag.shrink.smallest_holding): the fitted bag
-    may lead it by no more than `tolerance` (one paired standard error, one text more for a metric that
-    counts texts) and never by more than INT8_GATE. `chosen` then holds that model, its head tuned on its
-    own logits, its validation scores and size. Other candidates stay as fitted; a metric lower-is-better
-    (UNBOUNDED) is not shrunk on. Returns what was tried and kept (tfm_cls.bag.shrink.ShrinkReport), or None."""
+    bag's validation score (tfm_cls.bag.shrink.smallest_holding). The int8 grid with every term holds by the
+    choice's own rule, a precision change as `tfm-cls quantize` gates one: the fitted bag leads it by no
+    more than `tolerance` (one paired standard error, one text more for a metric that counts texts) and
+    never by more than INT8_GATE. Fewer terms change the model: they hold only where validation scores
+    them no lower than the fitted bag (within one paired SE, the first version lost 0.31-0.42 on tnews' and
+    ag_news' test; docs/recipe.md). `chosen` then holds that model, its head tuned on its own logits, its
+    validation scores and size. Other candidates stay as fitted; a metric lower-is-better (UNBOUNDED) is not
+    shrunk on. Returns what was tried and kept (tfm_cls.bag.shrink.ShrinkReport), or None."""
     if not chosen.name.startswith("bag_of_terms") or metric in UNBOUNDED \
             or getattr(chosen.model.wide, "weighting", None) != "tfidf":
         return None
-    from tfm_cls.bag.shrink import INT8_GATE, smallest_holding
+    from tfm_cls.bag.shrink import INT8_GATE, held_terms, smallest_holding
 
     cfg, env, pad_id = task.cfg, task.env, task.pad_id if task.pad_id is not None else PAD_ID
     targets, fitted = validation.labels, chosen.validation[metric]
+    every_term = int(held_terms(chosen.model).sum())
     made: dict[int, tuple[dict[str, Any], np.ndarray, Any]] = {}
 
     def judge(model: nn.Module) -> tuple[float, bool]:
@@ -319,8 +323,10 @@ def smaller_bag(chosen: Scored, task: Any, validation: TokenizedSplit, metric: s
         metrics, logits = evaluate(model, validation, task.labels, cfg.train.eval_batch_size, env.device, pad_id,
                                    env=env, amp=task.amp, head=head, tune=True)
         made[id(model)] = metrics, logits, head
-        se = paired_se(chosen.head, metric, chosen.logits, logits, targets, task.labels, head_b=head)
         lead = fitted - metrics[metric]
+        if int(held_terms(model).sum()) < every_term:  # terms dropped: no validation score lost
+            return metrics[metric], lead <= 0.0
+        se = paired_se(chosen.head, metric, chosen.logits, logits, targets, task.labels, head_b=head)
         return metrics[metric], lead <= min(tolerance(metric, se, len(targets)), INT8_GATE)
 
     smaller, report = smallest_holding(chosen.model, judge, fitted,
