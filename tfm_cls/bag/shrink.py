@@ -18,8 +18,9 @@ largest norm; then int8 rows):
 
 `smallest_holding` takes the int8 grid where it holds the fitted bag's validation score, then halves
 the terms while it still holds, down to MIN_TERMS. What holds is the caller's judge; the run's
-(tfm_cls.bag.candidates.smaller_bag) is the choice's own: the fitted bag leads it by no more than
-one paired standard error (one text more where the metric counts texts), and by INT8_GATE at most.
+(tfm_cls.bag.candidates.smaller_bag): the int8 grid by the choice's own rule (the fitted bag leads it by
+no more than one paired standard error, one text more where the metric counts texts, and by INT8_GATE
+at most), fewer terms only with no validation score lost.
 """
 
 from __future__ import annotations
