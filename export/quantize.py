@@ -112,6 +112,15 @@ def _embedding_tables(graph: onnx.GraphProto) -> list[onnx.TensorProto]:
     return tables
 
 
+def int8_rows(table: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """table [V, D] -> (int8 rows [V, D], float32 scale [V, 1]): each row symmetric, scale = max |row| / 127
+    (1 for a zero row), rows = round(table / scale). The grid a run's bag is put on too (tfm_cls.bag.shrink)."""
+    table = np.asarray(table, dtype=np.float32)
+    scale = np.abs(table).max(axis=1, keepdims=True) / np.float32(127.0)  # [V, 1]
+    scale = np.where(scale > 0, scale, np.float32(1.0)).astype(np.float32)
+    return np.clip(np.rint(table / scale), -127, 127).astype(np.int8), scale
+
+
 def quantize_embeddings(model: onnx.ModelProto) -> list[str]:
     """Replace each embedding table W [V, D] by int8 rows and one float scale per row (symmetric:
     scale = max|row| / 127), dequantized after the lookup: Gather(int8) -> Cast -> Mul(Gather(scale)).
@@ -121,10 +130,7 @@ def quantize_embeddings(model: onnx.ModelProto) -> list[str]:
     graph = model.graph
     replaced = []
     for init in _embedding_tables(graph):
-        table = numpy_helper.to_array(init).astype(np.float32)  # [V, D]
-        scale = np.abs(table).max(axis=1, keepdims=True) / 127.0  # [V, 1]
-        scale = np.where(scale > 0, scale, 1.0).astype(np.float32)
-        rows = np.clip(np.rint(table / scale), -127, 127).astype(np.int8)  # [V, D]
+        rows, scale = int8_rows(numpy_helper.to_array(init))  # [V, D] int8, [V, 1]
         q_name, s_name = f"{init.name}_int8", f"{init.name}_row_scale"
         graph.initializer.remove(init)
         graph.initializer.extend([numpy_helper.from_array(rows, q_name), numpy_helper.from_array(scale, s_name)])

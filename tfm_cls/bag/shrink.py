@@ -30,6 +30,7 @@ import dataclasses
 import logging
 from collections.abc import Callable
 
+import numpy as np
 import torch
 from torch import Tensor, nn
 
@@ -68,10 +69,12 @@ class ShrinkReport:
 @torch.no_grad()
 def on_int8_grid(weight: Tensor) -> Tensor:
     """weight [R, C] -> [R, C]: each row rounded to its nearest of 255 levels k * scale, k in -127..127,
-    scale = max |row| / 127 (export/quantize.quantize_embeddings' grid; a zero row stays zero)."""
-    scale = weight.abs().amax(dim=1, keepdim=True) / 127.0  # [R, 1]
-    scale = torch.where(scale > 0, scale, torch.ones_like(scale))
-    return torch.clamp(torch.round(weight / scale), -127, 127) * scale  # [R, C]
+    scale = max |row| / 127: the grid of export/quantize.int8_rows, which the exporter writes (a zero row
+    stays zero)."""
+    from tfm_cls.export.quantize import int8_rows
+
+    rows, scale = int8_rows(weight.detach().cpu().float().numpy())  # [R, C] int8, [R, 1]
+    return torch.from_numpy(rows.astype(np.float32) * scale).to(weight)  # [R, C]
 
 
 def held_terms(bag: nn.Module) -> Tensor:
