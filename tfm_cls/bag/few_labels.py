@@ -65,6 +65,9 @@ class FewLabelChoice:
     front: list[dict[str, Any]]
     rule: str
     bag: BagOfTermsClassifier | None = None
+    vectors: np.ndarray | None = None
+    """[N, D] the frozen encoder's unit vectors of each labelled text's first window (what the encoder's
+    folds were fitted on): the head's, where the encoder is then not trained a step (fit_contrastive)."""
 
 
 def folds_of(targets: np.ndarray, k: int, seed: int) -> list[np.ndarray]:
@@ -192,4 +195,4 @@ def cross_validate(cfg: Any, model: nn.Module, split: TokenizedSplit, labels: li
             f"accuracy: {needed:.3f}); else the encoder is fine-tuned")
     logger.info("few labels, cross-validated %s: %s -> %s (a lead beats past %.3f)", metric,
                 ", ".join(f"{n} {v:.3f}" for n, v in cv.items()), chosen, needed)
-    return FewLabelChoice(chosen, front, rule, bag if chosen == "bag_of_terms" else None)
+    return FewLabelChoice(chosen, front, rule, bag if chosen == "bag_of_terms" else None, vectors)

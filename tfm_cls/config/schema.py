@@ -81,6 +81,10 @@ class DataConfig:
     """Share of train carved out as test when the source has no test split."""
     max_train_samples: int | None = None
     """Keep a seeded random subset of this many training examples (quick runs)."""
+    max_eval_samples: int | None = None
+    """Score at most this many validation and this many test examples: a seeded random subset of each
+    (`split_seed`, kept in the files' order). Set by the run's wall-clock budget where scoring them whole
+    with the model the end scores was measured to take more than its share (tfm_cls.train.end_sample)."""
     split_seed: int = 42
     """Seed of the carved splits and of `max_train_samples` (kept apart from `seed` so that the
     data stay the same when only the training seed changes)."""
@@ -107,6 +111,10 @@ class DataConfig:
         require(
             self.max_train_samples is None or self.max_train_samples > 0,
             f"data.max_train_samples: expected a positive count, got {self.max_train_samples}",
+        )
+        require(
+            self.max_eval_samples is None or self.max_eval_samples > 0,
+            f"data.max_eval_samples: expected a positive count, got {self.max_eval_samples}",
         )
         require(bool(self.label_delimiter), "data.label_delimiter: expected a non-empty delimiter")
         require(

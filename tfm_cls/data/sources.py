@@ -23,6 +23,7 @@ from pathlib import Path
 from typing import Any
 from urllib.parse import urlparse
 
+import numpy as np
 from datasets import ClassLabel, Dataset, DatasetDict, load_dataset
 
 from tfm_cls.config import BBC_CORPUS, DataConfig
@@ -346,6 +347,7 @@ def load_data(cfg: DataConfig) -> ClassificationData:
         train, splits["validation"] = _carve(train, fraction, cfg.split_seed + 1, "validation", source)
         carved.append("validation")
     train = train_sample(train, cfg)
+    splits = {name: eval_sample(split, cfg) for name, split in splits.items()}
     if len(train) == 0:
         raise DataError(f"{source}: the training split is empty after splitting")
     result = DatasetDict(train=train, **{name: splits[name] for name in ("validation", "test") if name in splits})
@@ -363,6 +365,21 @@ def train_sample(train: Dataset, cfg: DataConfig) -> Dataset:
     if cfg.max_train_samples is None or cfg.max_train_samples >= len(train):
         return train
     return train.shuffle(seed=cfg.split_seed).select(range(cfg.max_train_samples))
+
+
+def eval_rows(n: int, cap: int | None, seed: int) -> np.ndarray | None:
+    """The examples `data.max_eval_samples` keeps of a validation or test split of `n`: `cap` of them drawn
+    with `seed`, in the split's order ([cap] int64); None where it keeps all. The one place the sample is
+    drawn: the data as loaded, the budget's choice of it (tfm_cls.train.end_sample) and a resume agree."""
+    if cap is None or cap >= n:
+        return None
+    return np.sort(np.random.default_rng(seed).permutation(n)[:cap]).astype(np.int64)
+
+
+def eval_sample(split: Dataset, cfg: DataConfig) -> Dataset:
+    """`data.max_eval_samples` of a validation or test split (`eval_rows`), or the split itself."""
+    rows = eval_rows(len(split), cfg.max_eval_samples, cfg.split_seed)
+    return split if rows is None else split.select(rows)
 
 
 def columns_and_labels(
@@ -392,6 +409,9 @@ def data_from_rows(
     dsd = DatasetDict({split: Dataset.from_list(list(rows)) for split, rows in given.items() if rows is not None})
     dsd, names = columns_and_labels(dsd, cfg, source, given_names=labels)
     dsd["train"] = train_sample(dsd["train"], cfg)
+    for name in ("validation", "test"):
+        if name in dsd:
+            dsd[name] = eval_sample(dsd[name], cfg)
     logger.info("data %s: %s examples, %d classes", source, {k: len(v) for k, v in dsd.items()}, len(names))
     return ClassificationData(splits=dsd, labels=names, source=source, carved=[])
 

@@ -250,6 +250,20 @@ def first_windows(split: TokenizedSplit) -> TokenizedSplit:
     )
 
 
+def take_examples(split: TokenizedSplit, examples: np.ndarray) -> TokenizedSplit:
+    """The split with only these examples ([k] indices, in order), each with all its rows (windows)."""
+    rows = examples
+    if split.windows is not None:
+        counts = np.asarray(split.windows, dtype=np.int64)[examples]
+        starts = first_rows(split.windows)[examples]
+        rows = np.repeat(starts - np.cumsum(counts) + counts, counts) + np.arange(int(counts.sum()))
+    return dataclasses.replace(
+        split, input_ids=take_rows(split.input_ids, rows), labels=split.labels[examples], lengths=split.lengths[rows],
+        windows=None if split.windows is None else np.asarray(split.windows)[examples],
+        token_type_ids=None if split.token_type_ids is None else take_rows(split.token_type_ids, rows),
+    )
+
+
 def take_rows(ids: RaggedIds | list[list[int]], rows: np.ndarray) -> RaggedIds | list[list[int]]:
     """These rows of a split's ids, of the same kind."""
     return ids.take(rows) if isinstance(ids, RaggedIds) else [ids[i] for i in rows]

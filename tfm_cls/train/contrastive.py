@@ -195,14 +195,15 @@ def logistic_head(vectors: np.ndarray, labels: np.ndarray, num_outputs: int, c: 
 
 
 def fit_head(classifier: nn.Module, split: TokenizedSplit, c: float = 1.0, seed: int = 0,
-             device: torch.device | str = "cpu") -> dict[str, Any]:
+             device: torch.device | str = "cpu", vectors: np.ndarray | None = None) -> dict[str, Any]:
     """Fit the classifier's linear head as a logistic regression of the training texts' unit
     vectors (the body frozen, as SetFit's; a windowed split's texts by the mean of their windows'
-    vectors, `example_vectors`). The classifier must normalise its vectors itself
+    vectors, `example_vectors`; or `vectors` [N, D] given). The classifier must normalise its vectors itself
     (`normalize=True`), so that the exported model computes exactly what the head was fitted on."""
     if not classifier.config.get("normalize"):
         raise ValueError("fit_head needs a classifier built with normalize=True (its head reads unit vectors)")
-    vectors = example_vectors(classifier, split, device=device)  # [N, D]
+    if vectors is None:
+        vectors = example_vectors(classifier, split, device=device)  # [N, D]
     weight, bias = logistic_head(vectors, split.labels, classifier.head.out_features, c, seed)
     with torch.no_grad():
         classifier.head.weight.copy_(torch.from_numpy(weight))
@@ -225,11 +226,28 @@ def pair_schedule(cfg: Any) -> Any:
     )
 
 
+def head_vectors(classifier: nn.Module, split: TokenizedSplit, clock: WallClock | None, trained: bool,
+                 frozen: np.ndarray | None, device: torch.device | str) -> np.ndarray | None:
+    """What the head is fitted on: None (every window of each training text, `fit_head`'s own) where the clock
+    affords what the end of the run needs (its reserve counts that pass); else each text's first window
+    (a windowed split), the frozen vectors `frozen` where the encoder was not `trained` a step, said in the
+    clock's shrunk."""
+    if clock is None or clock.budget is None or split.windows is None or clock.affords(clock.reserve()):
+        return None
+    clock.shrink(f"the head read each training text's first window ({split.num_rows} windows of {len(split)} texts "
+                 f"would not leave the end of the run its ~{clock.reserve():.0f} s; {max(clock.left(), 0):.0f} s left)")
+    if not trained and frozen is not None and len(frozen) == len(split):
+        return frozen
+    return sentence_vectors(classifier, first_windows(split), device=device)
+
+
 def fit_contrastive(cfg: Any, classifier: nn.Module, train_split: TokenizedSplit, run_dir: Path, env: D.DistEnv,
-                    amp: Precision, resume: bool, clock: WallClock | None = None) -> tuple[TrainState, float]:
+                    amp: Precision, resume: bool, clock: WallClock | None = None,
+                    frozen: np.ndarray | None = None) -> tuple[TrainState, float]:
     """The few-shot recipe's training: the pairs on the one engine (stopped by `clock` where the time left
-    is what the end of the run needs), then the head fitted on the training texts' vectors and the weights
-    written (RUN/model.safetensors); returns the engine's final state and the passes over the pairs done."""
+    is what the end of the run needs), then the head fitted on the training texts' vectors (`head_vectors`;
+    `frozen`: the cross-validation's, of the untrained encoder) and the weights written
+    (RUN/model.safetensors); returns the engine's final state and the passes over the pairs done."""
     cc = cfg.contrastive
     pairs = contrastive_pairs(np.asarray(train_split.labels), cc.iterations, cfg.seed)  # [P, 3]
     pad_id = classifier.config.get("pad_token_id") or 0
@@ -240,7 +258,8 @@ def fit_contrastive(cfg: Any, classifier: nn.Module, train_split: TokenizedSplit
     engine = Engine(task, pair_schedule(cfg), env, amp, run_dir, clock=clock)
     state = engine.fit(resume)
     state.best_step = state.step  # the weights kept: the last (no validation selects among them)
-    fit_head(classifier, train_split, cc.head_c, cfg.seed, env.device)
+    vectors = head_vectors(classifier, train_split, clock, state.step > 0, frozen, env.device)
+    fit_head(classifier, train_split, cc.head_c, cfg.seed, env.device, vectors)
     if env.is_main:
         save_weights(classifier, run_dir / R.WEIGHTS_FILE)
     return state, state.epoch + state.position / max(engine.batches_per_epoch, 1)

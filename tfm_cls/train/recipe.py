@@ -36,7 +36,7 @@ from tfm_cls.classify.heads import check_loss_weights, head_for
 from tfm_cls.classify.task import ClassificationTask, probe_cost, segment_kwargs
 from tfm_cls.config import ClassifierConfig, WideConfig, save_config
 from tfm_cls.data.char_grams import branch_terms
-from tfm_cls.data.sources import ClassificationData, load_data, train_sample
+from tfm_cls.data.sources import ClassificationData, eval_sample, load_data, train_sample
 from tfm_cls.data.tokenized import TOKENIZE_BLOCK, tokenize_dataset, tokenize_splits
 from tfm_cls.data.tokenizer import (
     PAD_ID,
@@ -57,6 +57,7 @@ from tfm_cls.errors import ConfigError
 from tfm_cls.io import read_json, write_json
 from tfm_cls.model.classifier import token_limit
 from tfm_cls.train.contrastive import fit_contrastive
+from tfm_cls.train.end_sample import scored_in_budget
 from tfm_cls.training import budget
 from tfm_cls.training import distributed as D
 from tfm_cls.training.clock import WallClock
@@ -79,20 +80,27 @@ def prepare_run_dir(cfg: ClassifierConfig, *, resume: bool, overwrite: bool) -> 
 
 def _as_saved(cfg: ClassifierConfig) -> ClassifierConfig:
     """`cfg` with its `auto` lengths replaced by those the run directory's config.yaml resolved, and the
-    training sample its budget chose (`data.max_train_samples`, where `cfg` names none: `_rows_in_budget`)."""
+    samples its budget chose (`data.max_train_samples`, `max_eval_samples`, where `cfg` names none)."""
     saved_file = cfg.resolved_run_dir() / R.CONFIG_FILE
     if not saved_file.is_file():
         return cfg
     saved = yaml.safe_load(saved_file.read_text(encoding="utf-8")) or {}
-    sample = saved.get("data", {}).get("max_train_samples") if isinstance(saved.get("data"), dict) else None
-    if cfg.data.max_train_samples is None and isinstance(sample, int):
-        cfg = dataclasses.replace(cfg, data=dataclasses.replace(cfg.data, max_train_samples=sample))
+    cfg = _with_saved_samples(cfg, saved)
     if "auto" not in (cfg.tokenizer.max_length, cfg.model.max_len):
         return cfg
     length, limit = saved.get("tokenizer", {}).get("max_length"), saved.get("model", {}).get("max_len")
     if not isinstance(length, int) or not isinstance(limit, int):
         return cfg
     return resolved_lengths(cfg, length, limit if cfg.model.max_len == "auto" else cfg.model.max_len)
+
+
+def _with_saved_samples(cfg: ClassifierConfig, saved: dict[str, Any]) -> ClassifierConfig:
+    """`cfg` with the samples a run directory's config (`saved`, its config.yaml read) names and `cfg` does not:
+    the training sample (`_rows_in_budget`) and the validation and test cap (tfm_cls.train.end_sample)."""
+    data = saved.get("data") if isinstance(saved.get("data"), dict) else {}
+    named = {key: data.get(key) for key in ("max_train_samples", "max_eval_samples")
+             if getattr(cfg.data, key) is None and isinstance(data.get(key), int)}
+    return dataclasses.replace(cfg, data=dataclasses.replace(cfg.data, **named)) if named else cfg
 
 
 def _names_labels(cfg: ClassifierConfig) -> bool:
@@ -217,25 +225,37 @@ def _seconds_per_text(cfg: ClassifierConfig, model: nn.Module, split: Any, devic
     return seconds / max(examples, 1)
 
 
-def _plan_loop(cfg: ClassifierConfig, model: nn.Module, splits: dict[str, Any], clock: WallClock,
-               device: torch.device) -> None:
-    """Under a budget, before a warm start: what the end of the run would need to score the trained model,
-    from a probe of its cost on validation rows, decides whether the encoder's loop is held its share
-    (WallClock.plan_loop)."""
+def _plan_loop(cfg: ClassifierConfig, splits: dict[str, Any], clock: WallClock, seconds_per_text: float | None) -> None:
+    """Under a budget, before a warm start: what the end of the run would need to score the trained model
+    (`seconds_per_text`: a probe of its cost, `_end_in_budget`) decides whether the encoder's loop is held
+    its share (WallClock.plan_loop)."""
     validation = splits.get("validation")
-    if clock.budget is None or not (cfg.wide.enabled and cfg.wide.warm_start) or validation is None \
+    if seconds_per_text is None or not (cfg.wide.enabled and cfg.wide.warm_start) or validation is None \
             or validation.num_rows == 0:
         return
-    clock.plan_loop(clock.reserve_at(_seconds_per_text(cfg, model, validation, device)))
+    clock.plan_loop(clock.reserve_at(seconds_per_text))
 
 
-def _measure_end(cfg: ClassifierConfig, model: nn.Module, splits: dict[str, Any], clock: WallClock,
-                 device: torch.device) -> None:
-    """Under a budget, with no validation pass in the loop to time the model (few labels): the clock's cost
-    of a text, probed on the first split the end of the run scores."""
+def _end_in_budget(cfg: ClassifierConfig, model: nn.Module, data: ClassificationData, splits: dict[str, Any],
+                   run: _Run, head_rows: int = 0) -> tuple[ClassifierConfig, ClassificationData, dict[str, Any],
+                                                           float | None]:
+    """Under a budget, one process, on a fresh run: what scoring a text costs `model`, the one the end of the
+    run scores (probed on the first split it scores), sizes validation and test to the budget
+    (tfm_cls.train.end_sample); the clock is told the texts the end scores (plus `head_rows`: the few-label
+    head's pass over the training texts) and the config saved again where it changed. Returns (cfg, data,
+    splits, the probe's seconds a text; None where nothing was probed)."""
+    clock = run.clock
     split = next((splits[name] for name in ("validation", "test") if name in splits and splits[name].num_rows), None)
-    if clock.budget is not None and split is not None:
-        clock.measured(_seconds_per_text(cfg, model, split, device), 1)
+    if clock.budget is None or split is None or run.env.distributed:
+        return cfg, data, splits, None
+    seconds = _seconds_per_text(cfg, model, split, run.env.device)
+    if not run.resume:
+        capped = scored_in_budget(cfg, data, splits, clock, seconds)
+        if capped[0] is not cfg:
+            cfg, data, splits = capped
+            save_config(cfg, run.run_dir / R.CONFIG_FILE)
+    clock.set_finish_rows(_finish_rows(cfg, splits) + head_rows)
+    return cfg, data, splits, seconds
 
 
 def _rows_in_budget(cfg: ClassifierConfig, data: ClassificationData, tokenizer: Tokenizer, policy: Any,
@@ -279,13 +299,19 @@ def _sampled(cfg: ClassifierConfig, data: ClassificationData, rows: int) -> tupl
 
 def _saved_sample(cfg: ClassifierConfig, data: ClassificationData, run_dir: Path) -> tuple[ClassifierConfig,
                                                                                             ClassificationData]:
-    """A resumed run's training sample where the interrupted run's budget chose one (its config.yaml's
-    data.max_train_samples) and this config names none: the same seeded sample again."""
+    """A resumed run's samples where the interrupted run's budget chose them (its config.yaml's
+    data.max_train_samples, max_eval_samples) and this config names none: the same seeded samples again."""
     saved_file = run_dir / R.CONFIG_FILE
-    if cfg.data.max_train_samples is not None or not saved_file.is_file():
+    if not saved_file.is_file():
         return cfg, data
-    rows = (yaml.safe_load(saved_file.read_text(encoding="utf-8")) or {}).get("data", {}).get("max_train_samples")
-    if not isinstance(rows, int) or rows >= len(data.splits["train"]):
+    saved = _with_saved_samples(cfg, yaml.safe_load(saved_file.read_text(encoding="utf-8")) or {})
+    rows, cap = saved.data.max_train_samples, saved.data.max_eval_samples
+    if cap is not None and cap != cfg.data.max_eval_samples:
+        logger.info("resume: the interrupted run's validation and test sample (data.max_eval_samples %d)", cap)
+        cfg = dataclasses.replace(cfg, data=dataclasses.replace(cfg.data, max_eval_samples=cap))
+        data = dataclasses.replace(data, splits=DatasetDict({name: eval_sample(split, cfg.data) if name != "train"
+                                                             else split for name, split in data.splits.items()}))
+    if cfg.data.max_train_samples is not None or rows is None or rows >= len(data.splits["train"]):
         return cfg, data
     logger.info("resume: the interrupted run's sample of %d training texts (its data.max_train_samples)", rows)
     return _sampled(cfg, data, rows)
@@ -311,13 +337,18 @@ def _few_labels(cfg: ClassifierConfig, model: nn.Module, splits: dict[str, Any],
     else the contrastive fine-tuning and its fitted head, stopped where the time left is what the end
     of the run is measured to need (`train.wall_minutes`)."""
     run_dir, env, amp, clock, stages = run.run_dir, run.env, run.amp, run.clock, run.stages
-    _measure_end(cfg, model, splits, clock, env.device)
     with stages.stage("few-label choice"):
         choice = (cross_validate(cfg, model, splits["train"], data.labels, bag_skips, clock)
                   if not env.distributed else None)
     extra = {"stages": list(stages.rows)}
     if choice is not None:
         extra["candidates"] = {"rule": choice.rule, "chosen": choice.chosen, "front": choice.front}
+    # the end scores the chosen model: the bag, or the encoder after its head's pass over the training texts
+    shipped = choice.bag if choice is not None and choice.bag is not None else model
+    cfg, data, splits, seconds = _end_in_budget(cfg, shipped, data, splits, run,
+                                                0 if shipped is not model else len(splits["train"]))
+    if seconds is not None:  # no validation pass in the loop times the model: the probe does
+        clock.measured(seconds, 1)
     if choice is not None and choice.bag is not None:
         model = choice.bag
         if env.is_main:
@@ -327,7 +358,8 @@ def _few_labels(cfg: ClassifierConfig, model: nn.Module, splits: dict[str, Any],
         return finish_run(ClassificationTask(cfg, model, splits, data.labels, run_dir, env, amp), data, state, 0.0,
                           extra=extra, clock=clock)
     with stages.stage("encoder"):
-        state, passes = fit_contrastive(cfg, model, splits["train"], run_dir, env, amp, run.resume, clock)
+        state, passes = fit_contrastive(cfg, model, splits["train"], run_dir, env, amp, run.resume, clock,
+                                        frozen=None if choice is None else choice.vectors)
     extra["stages"] = list(stages.rows)
     return finish_run(ClassificationTask(cfg, model, splits, data.labels, run_dir, env, amp), data, state, passes,
                       extra=extra, clock=clock)
@@ -364,7 +396,8 @@ def train(
         cfg, data, splits = _tokenized(cfg, data, tokenizer, run)
         if cfg.contrastive.iterations:  # few labelled texts: pairs, then a fitted head (tfm_cls.train.contrastive)
             return _few_labels(cfg, model, splits, data, run, cfg.wide.skip_ids(marker_ids(tokenizer)))
-        offsets = _fit_bags(cfg, model, splits, data, run)
+        cfg, data, splits, seconds = _end_in_budget(cfg, model, data, splits, run)  # the encoder's, scored at the end
+        offsets = _fit_bags(cfg, model, splits, data, run, seconds)
         return _train_encoder(cfg, model, splits, data, offsets, run, sinks)
 
 
@@ -420,14 +453,15 @@ def _tokenized(cfg: ClassifierConfig, data: ClassificationData, tokenizer: Token
 
 
 def _fit_bags(cfg: ClassifierConfig, model: nn.Module, splits: dict[str, Any], data: ClassificationData,
-              run: _Run) -> Any:
+              run: _Run, seconds_per_text: float | None) -> Any:
     """The wide branch (tfm_cls.bag.warm_start): its IDF table and warm start on a fresh run, and the
     warm start's training offsets [rows, C] (None without one), which the task adds to the logits in its
-    loss; and the second bag, a candidate of the run's choice (tfm_cls.bag.second)."""
+    loss; and the second bag, a candidate of the run's choice (tfm_cls.bag.second). `seconds_per_text`: the
+    encoder's probed cost (`_end_in_budget`), which plans the loop's share."""
     env, clock = run.env, run.clock
     with run.stages.stage("bags"):
         if not run.resume and not env.distributed:  # one process: the ranks' timings could plan differently
-            _plan_loop(cfg, model, splits, clock, env.device)
+            _plan_loop(cfg, splits, clock, seconds_per_text)
         offsets = start_wide(cfg, model, splits, data.labels, run.run_dir, resume=run.resume, env=env, clock=clock)
         if not run.resume and env.is_main:  # another view of the words, a candidate of the run's choice
             fit_second_bag(cfg, model, splits, data.labels, run.run_dir, clock)

@@ -76,3 +76,41 @@ def test_long_few_label_texts_are_read_whole_by_the_head_and_by_the_export(tmp_p
     assert list(counts) == [len(v) for v in test_vectors] and min(counts) >= 3
     expected = softmax((test_means @ weight.T + bias) / loaded.temperature)
     assert np.asarray(scores) == pytest.approx(expected, abs=1e-3)
+
+
+def test_where_the_end_does_not_fit_the_test_texts_are_a_sample_and_the_head_reads_first_windows(tmp_path,
+                                                                                                  monkeypatch):
+    """A spent budget and a model probed at 2 s a text: the end's share (END_SHARE of a minute) holds 15 of the
+    30 test texts (tfm_cls.train.end_sample); the head has no time for every window of the training texts
+    either, and is the frozen encoder's on their first windows (the cross-validation's vectors, no step
+    trained), each said in metrics.json; the cap is in the run's config, so a resume draws the same texts."""
+    import time
+
+    import yaml
+
+    from tfm_cls.train import recipe
+    from tfm_cls.training import budget
+
+    train_rows, test_rows = _long_texts(12, 0), _long_texts(30, 1)
+    data = write_dataset(tmp_path / "data", {"train": train_rows, "test": test_rows})
+    run = tmp_path / "run"
+    cfg = tiny_config(data, run, "data.validation_fraction=0", "model.normalize=true", "contrastive.iterations=1",
+                      "train.best_metric=accuracy", "inference.chunk=true", "train.wall_minutes=1")
+    monkeypatch.setattr(budget, "END_MIN_EXAMPLES", 4)
+    monkeypatch.setattr(recipe, "_seconds_per_text", lambda *args: 2.0)
+    metrics = train(cfg, started=time.monotonic() - 3600)
+    shrunk = metrics["wall_clock"]["shrunk"]
+    assert any(s.startswith("validation and test scored on a seeded sample of at most 15 examples each (of 30)")
+               for s in shrunk)
+    assert any(s.startswith("the head read each training text's first window") for s in shrunk)
+    saved = yaml.safe_load((run / R.CONFIG_FILE).read_text())
+    assert saved["data"]["max_eval_samples"] == 15
+    report = (run / R.REPORT_FILE).read_text()
+    assert report.split()[-1] == "15"  # the report's support: the 15 texts scored
+    assert metrics["steps"] == 0
+    loaded = R.load_run(run)
+    per_text = _window_vectors(loaded, [r["text"] for r in train_rows])
+    targets = np.array([CLASSES.index(r["label"]) for r in train_rows])
+    first = np.stack([v[0] for v in per_text])
+    weight, bias = logistic_head(first, targets, len(CLASSES), cfg.contrastive.head_c, cfg.seed)
+    assert loaded.model.head.weight.detach().numpy() == pytest.approx(weight, abs=1e-3)
