@@ -47,13 +47,16 @@ def eval_cap(sizes: list[int], seconds_per_example: float, seconds: float) -> in
 
 def scored_in_budget(cfg: Any, data: ClassificationData, splits: dict[str, Any], clock: WallClock,
                      seconds_per_example: float) -> tuple[Any, ClassificationData, dict[str, Any]]:
-    """(cfg, data, splits) with validation and test capped at `data.max_eval_samples` where the budget's
-    END_SHARE does not hold them whole at `seconds_per_example` (a probe of the model the end scores); as
-    they were without a budget, where they fit, or where the config already names a cap."""
+    """(cfg, data, splits) with validation and test capped at `data.max_eval_samples` where the end's share
+    (END_SHARE of the budget, or what is left past FIXED_SECONDS where less) does not hold them whole at
+    `seconds_per_example` (a probe of the model the end scores); as they were without a budget, where they
+    fit, or where the config already names a cap."""
     if clock.budget is None or cfg.data.max_eval_samples is not None:
         return cfg, data, splits
     sizes = [len(splits[name]) for name in SCORED if name in splits]
-    share = clock.share(budget.END_SHARE)
+    # the share, or what is left past the end's fixed seconds where that is less (a few-label run decides
+    # after its cross-validation)
+    share = min(clock.share(budget.END_SHARE), max(clock.left() - budget.FIXED_SECONDS, 0.0))
     cap = eval_cap(sizes, seconds_per_example, share)
     if cap is None or cap >= max(sizes, default=0):
         return cfg, data, splits
@@ -66,5 +69,5 @@ def scored_in_budget(cfg: Any, data: ClassificationData, splits: dict[str, Any],
     whole = seconds_per_example * sum(sizes)
     clock.shrink(f"validation and test scored on a seeded sample of at most {cap} examples each (of "
                  f"{' and '.join(str(n) for n in sizes)}): scoring them whole was measured to need ~{whole:.0f} s, "
-                 f"{budget.END_SHARE:.0%} of the budget is {share:.0f} s (data.max_eval_samples)")
+                 f"the end's share of the budget is {share:.0f} s (data.max_eval_samples)")
     return cfg, dataclasses.replace(data, splits=DatasetDict(texts)), tokens

@@ -355,14 +355,16 @@ def _few_labels(cfg: ClassifierConfig, model: nn.Module, splits: dict[str, Any],
             write_json(run_dir / R.MODEL_CONFIG_FILE, model.config)
             save_weights(model, run_dir / R.WEIGHTS_FILE)
         state = TrainState(best_step=0, stopped="few labels: the cross-validation chose the bag of terms (no fine-tuning)")
-        return finish_run(ClassificationTask(cfg, model, splits, data.labels, run_dir, env, amp), data, state, 0.0,
-                          extra=extra, clock=clock)
+        with stages.stage("finish"):
+            return finish_run(ClassificationTask(cfg, model, splits, data.labels, run_dir, env, amp), data, state, 0.0,
+                              extra=extra, clock=clock)
     with stages.stage("encoder"):
         state, passes = fit_contrastive(cfg, model, splits["train"], run_dir, env, amp, run.resume, clock,
                                         frozen=None if choice is None else choice.vectors)
     extra["stages"] = list(stages.rows)
-    return finish_run(ClassificationTask(cfg, model, splits, data.labels, run_dir, env, amp), data, state, passes,
-                      extra=extra, clock=clock)
+    with stages.stage("finish"):
+        return finish_run(ClassificationTask(cfg, model, splits, data.labels, run_dir, env, amp), data, state, passes,
+                          extra=extra, clock=clock)
 
 
 def train(

@@ -17,10 +17,10 @@ def test_a_normal_run_scores_a_sample_of_validation_and_test_where_the_whole_doe
     data = write_dataset(tmp_path / "data", {"train": make_texts(40, 0), "validation": make_texts(60, 1),
                                              "test": make_texts(90, 2)})
     run = tmp_path / "run"
-    cfg = tiny_config(data, run, "train.wall_minutes=1", "train.epochs=1")
+    cfg = tiny_config(data, run, "train.wall_minutes=2", "train.epochs=1")
     monkeypatch.setattr(budget, "END_MIN_EXAMPLES", 5)
-    monkeypatch.setattr(recipe, "_seconds_per_text", lambda *args: 1.0)  # 30 s of END_SHARE: 30 texts
-    metrics = train(cfg, started=time.monotonic() - 30)
+    monkeypatch.setattr(recipe, "_seconds_per_text", lambda *args: 2.0)  # 60 s of END_SHARE: 30 texts
+    metrics = train(cfg, started=time.monotonic())
     assert any(s.startswith("validation and test scored on a seeded sample of at most 15 examples each "
                             "(of 60 and 90)") for s in metrics["wall_clock"]["shrunk"])
     assert yaml.safe_load((run / R.CONFIG_FILE).read_text())["data"]["max_eval_samples"] == 15

@@ -80,8 +80,8 @@ def test_long_few_label_texts_are_read_whole_by_the_head_and_by_the_export(tmp_p
 
 def test_where_the_end_does_not_fit_the_test_texts_are_a_sample_and_the_head_reads_first_windows(tmp_path,
                                                                                                   monkeypatch):
-    """A spent budget and a model probed at 2 s a text: the end's share (END_SHARE of a minute) holds 15 of the
-    30 test texts (tfm_cls.train.end_sample); the head has no time for every window of the training texts
+    """A spent budget and a model probed at 2 s a text: the end's share holds none of the 30 test texts, so
+    it scores the floor, END_MIN_EXAMPLES of them (tfm_cls.train.end_sample); the head has no time for every window of the training texts
     either, and is the frozen encoder's on their first windows (the cross-validation's vectors, no step
     trained), each said in metrics.json; the cap is in the run's config, so a resume draws the same texts."""
     import time
@@ -100,13 +100,13 @@ def test_where_the_end_does_not_fit_the_test_texts_are_a_sample_and_the_head_rea
     monkeypatch.setattr(recipe, "_seconds_per_text", lambda *args: 2.0)
     metrics = train(cfg, started=time.monotonic() - 3600)
     shrunk = metrics["wall_clock"]["shrunk"]
-    assert any(s.startswith("validation and test scored on a seeded sample of at most 15 examples each (of 30)")
+    assert any(s.startswith("validation and test scored on a seeded sample of at most 4 examples each (of 30)")
                for s in shrunk)
     assert any(s.startswith("the head read each training text's first window") for s in shrunk)
     saved = yaml.safe_load((run / R.CONFIG_FILE).read_text())
-    assert saved["data"]["max_eval_samples"] == 15
+    assert saved["data"]["max_eval_samples"] == 4
     report = (run / R.REPORT_FILE).read_text()
-    assert report.split()[-1] == "15"  # the report's support: the 15 texts scored
+    assert report.split()[-1] == "4"  # the report's support: the 4 texts scored
     assert metrics["steps"] == 0
     loaded = R.load_run(run)
     per_text = _window_vectors(loaded, [r["text"] for r in train_rows])

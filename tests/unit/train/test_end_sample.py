@@ -2,6 +2,8 @@
 budget.END_SHARE, each is a seeded sample (data.max_eval_samples) of the texts and their tokens alike, at
 least END_MIN_EXAMPLES, said in the clock's shrunk; the data as loaded and a resume draw the same rows."""
 
+import time
+
 import numpy as np
 from datasets import Dataset, DatasetDict
 
@@ -72,8 +74,8 @@ def test_past_the_share_the_texts_and_their_tokens_are_sampled_alike_and_said(mo
     # without a budget, or where the whole fits, nothing changes
     assert scored_in_budget(cfg, data, tokens, WallClock(None), 10.0)[0] is cfg
     assert scored_in_budget(cfg, data, tokens, WallClock(10.0), 0.01)[0] is cfg
-    clock = WallClock(1.0)  # END_SHARE of a minute: 30 s, 300 texts at 0.1 s
-    capped_cfg, capped, capped_tokens = scored_in_budget(cfg, data, tokens, clock, 0.1)
+    clock = WallClock(2.0)  # END_SHARE of two minutes: 60 s, 300 texts at 0.2 s
+    capped_cfg, capped, capped_tokens = scored_in_budget(cfg, data, tokens, clock, 0.2)
     assert capped_cfg.data.max_eval_samples == 150
     for name, offset in (("validation", 10_000), ("test", 20_000)):
         kept = [int(t.split()[1]) for t in capped.splits[name]["text"]]
@@ -85,6 +87,9 @@ def test_past_the_share_the_texts_and_their_tokens_are_sampled_alike_and_said(mo
     assert len(data.splits["test"]) == 400  # the caller's data kept
     assert len(clock.shrunk) == 1 and clock.shrunk[0].startswith(
         "validation and test scored on a seeded sample of at most 150 examples each (of 600 and 400)")
+    # decided late (a few-label run, after its cross-validation): what is left past FIXED_SECONDS, where less
+    late = WallClock(2.0, started=time.monotonic() - 120 + budget.FIXED_SECONDS + 20)  # 20 s past the fixed
+    assert 48 <= scored_in_budget(cfg, data, tokens, late, 0.2)[0].data.max_eval_samples <= 50  # 20 s: 100 texts
     # a config naming a cap (the user's, or a resumed run's) is the budget's answer already
     assert scored_in_budget(capped_cfg, capped, capped_tokens, WallClock(1.0), 0.1)[0] is capped_cfg
 
