@@ -103,6 +103,8 @@ class Scored:
     same_as: str | None = None
     """The candidate whose logits this one computes too (`same_logits`: a wide-and-deep model whose loop
     kept step 0 is its bag of terms), which scores the test split for both; None for a model of its own."""
+    as_fitted: nn.Module | None = None
+    """This bag as fitted, where the one it ships is smaller (`smaller_bag`): what a twin computes (`same_as`)."""
 
 
 @dataclasses.dataclass
@@ -329,11 +331,15 @@ def smaller_bag(chosen: Scored, task: Any, validation: TokenizedSplit, metric: s
         se = paired_se(chosen.head, metric, chosen.logits, logits, targets, task.labels, head_b=head)
         return metrics[metric], lead <= min(tolerance(metric, se, len(targets)), INT8_GATE)
 
-    smaller, report = smallest_holding(chosen.model, judge, fitted,
-                                       lambda: clock is None or clock.affords(budget.SHRINK_SECONDS))
+    # a try: the table rounded and pruned, then a validation pass; the first is estimated by the choice's own
+    # validation pass of the bag, the next by the last try, each SHRINK_MARGIN times over
+    smaller, report = smallest_holding(
+        chosen.model, judge, fitted,
+        lambda seconds: clock is None or clock.affords_before_writing(budget.SHRINK_MARGIN * seconds),
+        estimate=chosen.validation.get("seconds", 0.0))
     if smaller is not chosen.model:
         chosen.validation, chosen.logits, chosen.head = made[id(smaller)]
-        chosen.model, chosen.size_mb = smaller, size_mb(smaller.compacted())
+        chosen.as_fitted, chosen.model, chosen.size_mb = chosen.model, smaller, size_mb(smaller.compacted())
     return dataclasses.asdict(report)
 
 
@@ -377,7 +383,7 @@ def score_test(choice: Choice, task: Any, chosen_test: dict[str, Any] | None,
                clock: WallClock | None = None) -> list[str]:
     """Each candidate's test score into the front (reported, never chosen on); the chosen one's is
     `chosen_test` (finish_run scored it already), and one computing another's logits (`same_as`) takes
-    that one's. A candidate whose scoring the wall clock does not afford (`scoring_seconds`) is left
+    that one's, or where that one ships shrunk, is scored by that bag as fitted (`as_fitted`). A candidate whose scoring the wall clock does not afford (`scoring_seconds`) is left
     unscored; returns what was skipped."""
     test = task.splits.get("test")
     skipped: list[str] = []
@@ -388,20 +394,22 @@ def score_test(choice: Choice, task: Any, chosen_test: dict[str, Any] | None,
     # the twins last: each takes its model's score once that is there
     for candidate, row in sorted(zip(choice.candidates, choice.front), key=lambda pair: pair[0].same_as is not None):
         metric = next(iter(row["validation"]))
-        if candidate is not choice.chosen and candidate.same_as in rows:
-            twin = rows[candidate.same_as].get("test")
-            row["test"] = dict(twin) if twin is not None else None
+        twin = next((c for c in choice.candidates if c.name == candidate.same_as), None)
+        if candidate is not choice.chosen and twin is not None and twin.as_fitted is None:
+            row["test"] = dict(rows[twin.name]["test"]) if rows[twin.name].get("test") is not None else None
             continue
+        model = twin.as_fitted if candidate is not choice.chosen and twin is not None else candidate.model
         if candidate is choice.chosen and chosen_test is not None:
             row["test"] = {metric: chosen_test[metric]}
             continue
-        needed = scoring_seconds(candidate, len(test))
+        needed = scoring_seconds(twin if twin is not None and model is twin.as_fitted else candidate, len(test))
         if clock is not None and not clock.affords_scoring(needed):
             row["test"] = None
             skipped.append(f"{candidate.name} not scored on test (~{needed:.0f} s; {max(clock.left(), 0):.0f} s left)")
             logger.warning("wall-clock budget: %s", skipped[-1])
             continue
-        metrics, _ = evaluate(candidate.model, test, task.labels, cfg.train.eval_batch_size, env.device, pad_id,
+        # a twin of a shrunk bag: the bag as fitted computes its logits, at a bag's cost
+        metrics, _ = evaluate(model, test, task.labels, cfg.train.eval_batch_size, env.device, pad_id,
                               env=env, amp=task.amp, head=copy.deepcopy(candidate.head))
         row["test"] = {metric: metrics[metric]}
     return skipped

@@ -28,6 +28,7 @@ from __future__ import annotations
 import copy
 import dataclasses
 import logging
+import time
 from collections.abc import Callable
 
 import numpy as np
@@ -101,18 +102,22 @@ def pruned(bag: nn.Module, keep: int | None = None) -> nn.Module:
 
 
 def smallest_holding(bag: nn.Module, judge: Callable[[nn.Module], tuple[float, bool]], before: float,
-                     affords: Callable[[], bool] = lambda: True) -> tuple[nn.Module, ShrinkReport]:
+                     affords: Callable[[float], bool] = lambda seconds: True,
+                     estimate: float = 0.0) -> tuple[nn.Module, ShrinkReport]:
     """The smallest of: the bag on the int8 grid with all its terms, then half of them, a quarter, ...
     (`pruned`, down to MIN_TERMS) that `judge` says holds the fitted bag's score (`judge(model)`: its
     validation value and whether it holds; `before`: the fitted bag's value); the bag itself where even
-    the int8 grid does not hold. Stops at the first size that does not, or when `affords()` says no time
-    is left for another score."""
+    the int8 grid does not hold. Stops at the first size that does not, or when `affords(seconds)` says no
+    time is left for another try expected to take `seconds`: the last try's, timed (the first: `estimate`)."""
     terms = int(held_terms(bag).sum())
     best, kept, after, tried = None, terms, before, []
     size: int | None = None
-    while affords():
+    last = estimate
+    while affords(last):
+        started = time.monotonic()
         candidate = pruned(bag, size)
         value, holds = judge(candidate)
+        last = time.monotonic() - started
         tried.append({"terms": float(min(size or terms, terms)), "validation": value})
         if not holds:
             break

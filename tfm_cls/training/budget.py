@@ -8,7 +8,7 @@ while the run goes; the planner (tfm_cls.train.plan.rules) estimates with them b
     the bags' fits, the loop        LOOP_SHARE, MIN_TRAINING_SHARE, UNHELD_SHARE, FIRST_FIT
                                                                               -> WallClock.plan_loop, ...
     the end of the run              END_SHARE, END_MIN_EXAMPLES               -> train.end_sample
-                                    FIXED_SECONDS, WRITE_SECONDS, CHEAP_SECONDS, SHRINK_SECONDS
+                                    FIXED_SECONDS, WRITE_SECONDS, CHEAP_SECONDS, SHRINK_MARGIN
                                                                               -> WallClock.reserve_at, ...
     the classical baseline          BASELINE_PROBE, BASELINE_GROWTH, BASELINE_MIN_SECONDS, BASELINE_MARGIN
                                                                               -> next_baseline_fit
@@ -106,10 +106,11 @@ end was measured to need 1,202 s for 2,000 + 2,000 documents; a 1M-row file with
 END_MIN_EXAMPLES = 200
 """A sampled validation or test split keeps at least this many examples (all, where it has fewer), however
 short the budget: below it a score says too little (a standard error of ~3 points at 80 % accuracy)."""
-SHRINK_SECONDS = 30.0
-"""Time a smaller bag's validation score is started with (tfm_cls.bag.shrink, the chosen bag shrunk by
-tfm_cls.bag.candidates.smaller_bag): a long document's bag scored 2,000 validation texts in ~1 s on
-one thread."""
+SHRINK_MARGIN = 3.0
+"""A smaller bag is tried (tfm_cls.bag.shrink.smallest_holding, the chosen bag shrunk by
+tfm_cls.bag.candidates.smaller_bag) where this many times the last try's seconds (the first: the choice's
+validation pass of the bag) fit before the end's WRITE_SECONDS: a try also rounds and prunes the table (a
+90-label long-document bag: ~1 s to round, ~1 s to score 2,000 validation texts on one thread)."""
 
 
 # ---- the classical baseline (tfm_cls.classify.finish._baseline_in_budget) --------------------------------

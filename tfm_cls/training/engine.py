@@ -40,7 +40,7 @@ from tfm_cls.config import TrainConfig
 from tfm_cls.errors import TrainingDivergedError
 from tfm_cls.runs import LAST_CHECKPOINT, LOG_FILE, log_to_file
 from tfm_cls.training import distributed as D
-from tfm_cls.training.best import is_better
+from tfm_cls.training.best import is_better, unbeatable
 from tfm_cls.training.checkpoint import resume_training_checkpoint, save_training_checkpoint
 from tfm_cls.training.clock import WallClock
 from tfm_cls.training.optim import affordable_total_steps, apply_lr, param_groups, set_body_trainable
@@ -235,6 +235,9 @@ class Engine:
         logger.info("step %d: validation %s%s", state.step, self.task.describe(metrics), best)
         if cfg.early_stopping_patience and state.bad_evals >= cfg.early_stopping_patience:
             state.stopped = f"early stopping: {state.bad_evals} evaluations without a better {best_metric}"
+        elif best_metric and unbeatable(best_metric, state.best_value):  # the time left goes back to the user
+            state.stopped = (f"early stopping: the best validation {best_metric} is {state.best_value:g} (step "
+                             f"{state.best_step}), which no later evaluation can beat")
 
     def _evaluates_at_start(self) -> bool:
         if self.cfg.eval_at_start == "auto":

@@ -116,3 +116,14 @@ def test_a_run_saved_before_a_config_key_existed_still_resumes(tiny_data, tmp_pa
     (run_dir / R.CONFIG_FILE).write_text(yaml.safe_dump(saved))
     with pytest.raises(R.RunDirError, match=r"different run \(train.lr: 0.5 -> 0.01\)"):
         prepare_run_dir(cfg, resume=True, overwrite=False)
+
+
+def test_a_loop_whose_best_evaluation_cannot_be_beaten_stops_there(tiny_data, tmp_path):
+    """Validation accuracy 1.0: no later evaluation can beat it, so the loop stops (the time goes back to the
+    user) and says why, with the weights of that evaluation kept."""
+    metrics = train(tiny_config(tiny_data, tmp_path / "run", "train.epochs=40", "train.eval_every=4",
+                                "train.best_metric=accuracy", "train.early_stopping_patience=100"))
+    history = json.loads((tmp_path / "run" / R.HISTORY_FILE).read_text())["eval"]
+    assert history[-1]["accuracy"] == 1.0 and all(e["accuracy"] < 1.0 for e in history[:-1])
+    assert metrics["stopped"].startswith("early stopping: the best validation accuracy is 1")
+    assert metrics["best_step"] == history[-1]["step"] == metrics["steps"] and metrics["epochs"] < 40

@@ -320,3 +320,27 @@ def test_a_wide_and_deep_model_whose_head_learnt_nothing_is_its_bag_and_takes_th
     assert score_test(Choice(chosen, [twin, chosen], front, "rule"), task, {"accuracy": 0.81}) == []
     assert front[0]["test"] == front[1]["test"] == {"accuracy": 0.81}
     assert front[0]["test"] is not front[1]["test"]
+
+
+def test_the_twin_of_a_bag_shipped_shrunk_is_scored_by_the_bag_as_fitted(monkeypatch):
+    """A wide-and-deep model whose loop kept step 0 computes the fitted bag's logits; where the bag ships
+    smaller (int8, fewer terms) its test score is not the twin's: the bag as fitted scores the test texts for
+    it, at a bag's cost, and never the encoder."""
+    import tfm_cls.bag.candidates as C
+
+    head, targets = Head(), np.array([0, 1] * 10)
+    logits = _logits(np.ones(20, bool), targets)
+    fitted, shrunk = object(), object()
+    chosen = Scored("bag_of_terms", shrunk, head, {"accuracy": 1.0, "seconds": 0.1, "examples": 20}, logits,
+                    5000.0, 1.0, as_fitted=fitted)
+    twin = Scored("wide_and_deep", "the encoder", head, {"accuracy": 1.0, "seconds": 0.1, "examples": 20}, logits,
+                  50.0, 90.0, same_as="bag_of_terms")
+    read = []
+    monkeypatch.setattr(C, "evaluate", lambda model, *a, **k: (read.append(model), ({"accuracy": 0.8}, None))[1])
+    front = [{"validation": {"accuracy": 1.0}}, {"validation": {"accuracy": 1.0}}]
+    cfg = SimpleNamespace(train=SimpleNamespace(eval_batch_size=8))
+    task = SimpleNamespace(splits={"test": [None] * 7600}, cfg=cfg, env=SimpleNamespace(device="cpu"), pad_id=0,
+                           labels=["a", "b"], amp=None)
+    assert score_test(Choice(chosen, [twin, chosen], front, "rule"), task, {"accuracy": 0.79}) == []
+    assert read == [fitted]  # the bag as fitted, not the encoder, not the shrunk bag
+    assert front[0]["test"] == {"accuracy": 0.8} and front[1]["test"] == {"accuracy": 0.79}

@@ -110,7 +110,7 @@ def test_a_bag_that_loses_on_the_int8_grid_stays_as_fitted():
 
     small, report = shrink.smallest_holding(bag, judge, 1.0)
     assert small is bag and not report.int8 and len(calls) == 1 and "stay float32" in report.line()
-    small, report = shrink.smallest_holding(bag, judge, 1.0, affords=lambda: False)
+    small, report = shrink.smallest_holding(bag, judge, 1.0, affords=lambda seconds: False)
     assert small is bag and not report.tried and "no time" in report.line()
 
 
@@ -132,3 +132,23 @@ def test_an_int8_bag_exports_int8_rows_with_the_same_logits(tmp_path):
     weights = (int((bag.wide.idf > 0).sum()) + 1) * CLASSES
     assert _table_bytes(full) - _table_bytes(path) == pytest.approx(weights * 4 - weights - weights // CLASSES * 4)
     verify(small, path)  # raises where onnxruntime's logits differ from the torch model's
+
+
+def test_each_try_is_afforded_on_the_last_trys_measured_seconds_the_first_on_the_estimate():
+    import time
+
+    bag = _bag()
+    asked = []
+
+    def judge(model) -> tuple[float, bool]:  # every size holds; a try takes ~50 ms
+        time.sleep(0.05)
+        return 1.0, True
+
+    def affords(seconds: float) -> bool:
+        asked.append(seconds)
+        return len(asked) < 3  # two tries, then no time
+
+    small, report = shrink.smallest_holding(bag, judge, 1.0, affords=affords, estimate=7.0)
+    assert len(report.tried) == 2 and asked[0] == 7.0
+    assert all(0.05 <= s < 5.0 for s in asked[1:])  # then what a try was measured to take
+    assert report.int8 and report.terms_kept == int((bag.wide.idf > 0).sum()) // 2
