@@ -152,3 +152,30 @@ def test_the_paired_lead_is_the_mean_difference_per_text_with_its_standard_error
     assert selection.paired_against_classical(tmp_path, tmp_path, splits, single, peers, predicted, "micro_f1") is None
     # sentence pairs: the runtime would read the first texts alone, so no paired lead
     assert selection.paired_against_classical(tmp_path, tmp_path, splits, pairs, peers, predicted, "accuracy") is None
+
+
+def test_a_run_that_scored_a_sample_of_test_is_compared_on_the_whole_split(runs, tmp_path, capsys):
+    """Where the run's budget scored a sample of the test texts (metrics.json data.test_examples below the
+    folder's; data.max_eval_samples), the shipped model is scored here on all of them by the runtime, so it
+    meets the classical models on the same texts, and the table says so."""
+    import numpy as np
+
+    from benchmarks.harness.samples import read_splits
+    from tfm_cls.runtime.session import Classifier
+
+    data, _ = runs
+    run = tmp_path / "run"
+    train(tiny_config(data, run, *WIDE, "train.best_metric=accuracy"))
+    metrics = json.loads((run / "metrics.json").read_text())
+    test = read_splits(data)[0]["test"]
+    metrics["data"]["test_examples"] = 10  # as a run that scored 10 of them
+    metrics["test"]["accuracy"] = 0.0  # its sample's score, not the whole split's
+    (run / "metrics.json").write_text(json.dumps(metrics))
+    assert selection.main(["--runs", str(run), "--data", str(data), "--rounds", "1", "--out", str(tmp_path / "out")]) == 0
+    row, = json.loads(next((tmp_path / "out").glob("selection-*.json")).read_text())["rows"]
+    scores, _, _ = Classifier(str(run / "model.onnx")).classify(test.texts)
+    run_labels, names = (json.loads((p / "labels.json").read_text()) for p in (run, data))
+    whole = np.mean([run_labels[i] == names[t] for i, t in zip(np.asarray(scores).argmax(1), test.targets)])
+    assert row["run_test_sample"] == {"scored": 10, "of": len(test.texts)}
+    assert row["shipped_test"] == pytest.approx(whole, abs=1e-9) and whole > 0
+    assert f"the run's test: 10 of {len(test.texts)} texts" in capsys.readouterr().out
