@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import csv
 import errno
-import json
 import os
 import tempfile
 from typing import Any
@@ -17,6 +16,7 @@ from typing import Any
 import numpy as np
 
 from tfm_cls.errors import InferenceError
+from tfm_cls.runtime import jsonl
 from tfm_cls.runtime.heads import SingleLabel
 from tfm_cls.runtime.readers import Record
 
@@ -55,7 +55,7 @@ class Writer:
         shown = (0 if scores is None else windows) if self.windows else None
         if self.fmt == "jsonl":
             row = output_row(record, self.head, self.labels, scores, truncated, shown, chosen)
-            self.stream.write(json.dumps(row, ensure_ascii=False) + "\n")
+            self.stream.write(jsonl.dumps(row) + "\n")  # U+2028 / U+2029 / U+0085 escaped: one row a line
         else:
             self.csv.writerow([record.id, record.line, *self.head.csv_cells(scores, chosen, self.labels),
                                int(truncated and scores is not None), *([shown] if self.windows else []),

@@ -79,3 +79,24 @@ def test_append_keeps_every_row_and_mends_a_missing_last_newline(tmp_path):
     rows = [r for _, r in read_jsonl(path)]
     assert [r["text"] for r in rows] == ["one\u2028two", "raw\u2028sep\x85", *(f"t{c}" for c in BREAKERS)]
     assert not list(tmp_path.glob(".train.jsonl.*"))  # no temporary file left
+
+
+def test_the_predictions_writer_escapes_the_separators_so_every_row_is_one_line():
+    """`tfm-cls infer`'s JSONL rows (tfm_cls.runtime.writers): an id holding U+2028 / U+2029 / U+0085 is
+    written escaped, so a line splitter that breaks on them (Python's str.splitlines) still reads one row a
+    record, and the id comes back as it was."""
+    import io
+
+    import numpy as np
+
+    from tfm_cls.runtime.readers import Record
+    from tfm_cls.runtime.writers import Writer
+
+    out = io.StringIO()
+    writer = Writer(out, "jsonl", ["a", "b"])
+    ids = ["x\u2028y", "p\u2029q", "m\u0085n"]
+    for i, record_id in enumerate(ids):
+        writer.write(Record(record_id, "text", i + 1), np.array([0.25, 0.75]), False)
+    lines = out.getvalue().splitlines()
+    assert len(lines) == 3 and [json.loads(line)["id"] for line in lines] == ids
+    assert all(json.loads(line)["label"] == "b" for line in lines)
