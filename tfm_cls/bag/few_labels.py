@@ -42,11 +42,11 @@ from tfm_cls.bag.compare import paired_se, tolerance
 from tfm_cls.bag.solvers import fit_head_loss
 from tfm_cls.bag.sparse import bag_matrix, scipy_csr, set_idf, torch_csr
 from tfm_cls.classify.heads import head_for
+from tfm_cls.classify.sentence_head import example_vectors, logistic_head
 from tfm_cls.data.tokenized import TokenizedSplit, first_windows
 from tfm_cls.data.tokenizer import PAD_ID
 from tfm_cls.model.bag import BagOfTermsClassifier
 from tfm_cls.model.wide import BUCKETS
-from tfm_cls.train.contrastive import example_vectors, logistic_head
 from tfm_cls.training import budget
 from tfm_cls.training.best import HIGHER_IS_BETTER
 from tfm_cls.training.clock import WallClock

@@ -1,6 +1,6 @@
 """Few labelled texts longer than the model's window are read whole (the recipe's `inference.chunk` in the
 few-label regime): the head is fitted on each training text's mean window vector, which is exactly what
-the exported model's averaged window logits compute (tfm_cls.train.contrastive.example_vectors)."""
+the exported model's averaged window logits compute (tfm_cls.classify.sentence_head.example_vectors)."""
 
 import random
 
@@ -13,11 +13,11 @@ from tfm_cls.export.exporter import export_run
 
 from tfm_cls import runs as R
 from tfm_cls.classify.predict import run_policy
+from tfm_cls.classify.sentence_head import logistic_head
 from tfm_cls.data.tokenizer import text_encoder
 from tfm_cls.runtime.heads import softmax
 from tfm_cls.runtime.session import Classifier
 from tfm_cls.train import train
-from tfm_cls.train.contrastive import logistic_head
 
 
 def _long_texts(n: int, seed: int) -> list[dict]:

@@ -60,7 +60,7 @@ def test_first_windows_and_the_mean_of_each_examples_windows_follow_its_windows(
     assert first.windows is None and first.num_rows == len(first) == 3
     assert first.input_ids == [[1, 10, 2], [1, 20, 2], [1, 30, 2]] and list(first.labels) == [0, 1, 2]
     rows = np.arange(12, dtype=np.float32).reshape(6, 2)  # [rows, D]
-    # contrastive.example_vectors: the runtime's mean over each example's windows, on vectors as on logits
+    # classify.sentence_head.example_vectors: the runtime's mean over each example's windows, on vectors as on logits
     assert aggregate_windows(rows, split.windows, "mean", "logits").tolist() == [[1.0, 2.0], [4.0, 5.0], [8.0, 9.0]]
     assert first_rows(split.windows).tolist() == [0, 2, 3] and first_windows(first) is first
 
