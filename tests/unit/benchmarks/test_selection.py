@@ -156,8 +156,8 @@ def test_the_paired_lead_is_the_mean_difference_per_text_with_its_standard_error
 
 def test_a_run_that_scored_a_sample_of_test_is_compared_on_the_whole_split(runs, tmp_path, capsys):
     """Where the run's budget scored a sample of the test texts (metrics.json data.test_examples below the
-    folder's; data.max_eval_samples), the shipped model is scored here on all of them by the runtime, so it
-    meets the classical models on the same texts, and the table says so."""
+    folder's; data.max_eval_samples), every candidate is scored here on all of them, so they meet the classical
+    models on the same texts, and the table says so."""
     import numpy as np
 
     from benchmarks.harness.samples import read_splits
@@ -178,4 +178,6 @@ def test_a_run_that_scored_a_sample_of_test_is_compared_on_the_whole_split(runs,
     whole = np.mean([run_labels[i] == names[t] for i, t in zip(np.asarray(scores).argmax(1), test.targets)])
     assert row["run_test_sample"] == {"scored": 10, "of": len(test.texts)}
     assert row["shipped_test"] == pytest.approx(whole, abs=1e-9) and whole > 0
+    # every candidate on the whole split, by the benchmark (`tfm-cls eval --data`): none keeps the sample's score
+    assert all(c["test_scored_by"] == "benchmark" for c in row["front"])
     assert f"the run's test: 10 of {len(test.texts)} texts" in capsys.readouterr().out
