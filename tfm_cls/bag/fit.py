@@ -31,6 +31,7 @@ from tfm_cls.classify.metrics import is_better
 from tfm_cls.data.ragged import as_ragged
 from tfm_cls.data.tokenized import TokenizedSplit
 from tfm_cls.model.wide import WideBranch
+from tfm_cls.training.best import unbeatable
 from tfm_cls.training.budget import FIRST_FIT
 from tfm_cls.training.clock import WallClock
 
@@ -296,6 +297,10 @@ def _walk_grid(fit_at: Callable[[float, Tensor | None, Tensor, float | None], tu
         if not tried:  # the bags read and one fit made: what a first fit of another bag costs
             clock.record(FIRST_FIT, time.monotonic() - started)
         tried.append(c)
+        if judge is not None and unbeatable(judge.best_metric, best.score):  # no other C can beat it
+            logger.info("%s: validation %s %g, the best it can be: no other C is fitted", what, judge.best_metric,
+                        best.score)
+            break
         if hinge:
             c = next_c(grid, tried, best.c)
         else:

@@ -590,7 +590,9 @@ def test_a_spent_wall_clock_stops_the_warm_start_grid_and_skips_the_folds(caplog
     model = _tfidf_model()
     set_idf(model.wide, split)
     spent = WallClock(1.0, started=time.monotonic() - 3600)  # a 1-minute budget, an hour ago
-    offsets, chosen = warm_start(model, head, split, _split(rows, labels), "macro_f1", ["a", "b", "c"], clock=spent)
+    noisy = labels.copy()
+    noisy[:6] = (noisy[:6] + 1) % 3  # validation the fit cannot score perfectly (a perfect score ends the grid)
+    offsets, chosen = warm_start(model, head, split, _split(rows, noisy), "macro_f1", ["a", "b", "c"], clock=spent)
     assert chosen["C"] == WARM_START_C[0]  # past the deadline: the first fit only, then the grid stopped
     assert np.abs(offsets).max() == 0  # no folds: the encoder trains against the full branch
     assert "the warm start's C grid stopped before C 10" in caplog.text and "no out-of-fold logits" in caplog.text
@@ -599,6 +601,31 @@ def test_a_spent_wall_clock_stops_the_warm_start_grid_and_skips_the_folds(caplog
     # the model is still the fitted branch
     with torch.no_grad():
         assert (model.eval()(torch.tensor(rows)).argmax(-1).numpy() == labels).mean() > 0.9
+
+
+def test_a_perfect_validation_score_ends_the_c_grid_there(monkeypatch):
+    """No other C can beat a validation score of 1.0: the grid fits the first C only, and says why."""
+    from tfm_cls.bag import fit
+    from tfm_cls.training.clock import WallClock
+
+    rng = np.random.default_rng(7)
+    (train_rows, train_labels), (val_rows, val_labels) = _class_word_rows(rng, 60), _class_word_rows(rng, 30)
+    train_split, val_split = _split(train_rows, train_labels), _split(val_rows, val_labels)
+    fitted_cs = []
+    real = fit._fit_svm
+
+    def counted(bags, targets, c):
+        fitted_cs.append(c)
+        return real(bags, targets, c)
+
+    model = _tfidf_model()
+    set_idf(model.wide, train_split)
+    monkeypatch.setattr(fit, "_fit_svm", counted)
+    fitted = fit.fit_linear(model.wide, torch.zeros(3), SingleLabelHead(), train_split, val_split, "accuracy",
+                            ["a", "b", "c"], "squared_hinge", WallClock(None))
+    assert fitted.score == 1.0 and fitted.c == 1.0
+    # one C on the grid, then the folds at it (five fits of the same C): no other C was tried
+    assert set(fitted_cs) == {1.0}
 
 
 def test_a_loop_that_could_not_train_is_not_held_its_share_and_the_warm_start_fits_its_folds_in_it():
@@ -643,6 +670,7 @@ def test_past_two_c_values_the_grid_stops_where_the_folds_would_no_longer_fit_af
 
     rng = np.random.default_rng(7)
     (train_rows, train_labels), (val_rows, val_labels) = _class_word_rows(rng, 60), _class_word_rows(rng, 30)
+    val_labels[:3] = (val_labels[:3] + 1) % 3  # no C scores validation perfectly (a perfect score ends the grid)
     train_split, val_split = _split(train_rows, train_labels), _split(val_rows, val_labels)
     model = _tfidf_model()
     set_idf(model.wide, train_split)
