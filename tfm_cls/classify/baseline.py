@@ -205,6 +205,19 @@ def _ridge(alpha: float) -> Any:
     return Ridge(alpha=alpha)
 
 
+def capped(vectorizer: Any, classes: int) -> Any:
+    """`vectorizer` keeping at most MAX_COEFFICIENTS / `classes` features, the most frequent (a union's parts
+    an even share each; a part's own smaller max_features stands): what a model of one coefficient row a
+    class holds stays bounded however many classes and n-grams the texts have."""
+    cap = max(MAX_COEFFICIENTS // max(classes, 1), 1)
+    parts = [part for _, part in vectorizer.transformer_list] if hasattr(vectorizer, "transformer_list") else [vectorizer]
+    for part in parts:
+        share, current = max(cap // len(parts), 1), part.get_params().get("max_features")
+        if current is None or current > share:
+            part.set_params(max_features=share)
+    return vectorizer
+
+
 def words_and_chars() -> Any:
     """Word 1-2-grams (`tfidf_vectorizer`) beside char_wb 2-5-grams (min_df 2), one feature space."""
     from sklearn.feature_extraction.text import TfidfVectorizer
@@ -292,13 +305,13 @@ class SelectedBaseline:
     def system(self) -> System:
         return SYSTEMS[self.name]
 
-    def _vectorizer(self) -> Any:
+    def _vectorizer(self, classes: int) -> Any:
         if self.tokenizer is None:
-            return self.system.features()
+            return capped(self.system.features(), classes)
         from sklearn.feature_extraction.text import TfidfVectorizer
 
-        return TfidfVectorizer(ngram_range=(1, 2), sublinear_tf=True, min_df=1, tokenizer=self.tokenizer,
-                               lowercase=False, token_pattern=None)
+        return capped(TfidfVectorizer(ngram_range=(1, 2), sublinear_tf=True, min_df=1, tokenizer=self.tokenizer,
+                                      lowercase=False, token_pattern=None), classes)
 
     def _decide(self, scores: np.ndarray, thresholds: np.ndarray | None) -> np.ndarray:
         """The model's outputs -> decisions (multi-label: each label's threshold, at least one label)."""
@@ -311,14 +324,25 @@ class SelectedBaseline:
     def fit(self, train: Split, validation: Split | None = None) -> SelectedBaseline:
         """Fit on `train`, keep the grid value best on `validation` (needed unless the grid has one
         value and the task no thresholds to tune; without it `validation_score_` is None)."""
-        from tfm_cls.classify.heads import tune_thresholds
-
         start = time.perf_counter()
         system = self.system
         if validation is None and (len(system.grid) > 1 or system.task == "multi_label"):
             raise ValueError(f"{self.name} picks {system.param} or thresholds on a validation split: give one")
-        self.vectorizer_ = self._vectorizer()
+        # one row of coefficients a class (single label: a multinomial or one-vs-rest model); a label's own model
+        classes = len(np.unique(train.targets)) if system.task == "single_label" else 1
+        self.vectorizer_ = self._vectorizer(classes)
         x_train = pair_features(self.vectorizer_, train.texts, train.pairs, fit=True)
+        with warnings.catch_warnings():
+            # a budget's first probe may hold 100 texts of 90 classes: scikit-learn then asks whether the
+            # targets are a regression's; they are classes
+            warnings.filterwarnings("ignore", message="The number of unique classes is greater than 50%")
+            return self._fit_grid(x_train, train, validation, start)
+
+    def _fit_grid(self, x_train: Any, train: Split, validation: Split | None, start: float) -> SelectedBaseline:
+        """`fit`'s models, one a grid value, on the training features `x_train`."""
+        from tfm_cls.classify.heads import tune_thresholds
+
+        system = self.system
         if validation is None:
             self.model_ = system.model(system.grid[0]).fit(x_train, train.targets)
             self.param_, self.validation_score_, self.thresholds_ = system.grid[0], None, None

@@ -156,13 +156,14 @@ def classical_baseline(data: ClassificationData, task: str, results: dict[str, A
 
 def _baseline_in_budget(fit: Any, n: int, clock: WallClock) -> dict[str, Any] | None:
     """The baseline fitted (`fit(rows)` -> its scores) on BASELINE_PROBE training texts, then on BASELINE_GROWTH
-    times as many, up to all `n`, while the time left affords the last fit's time scaled by the texts (with
-    BASELINE_MARGIN: tfm_cls.training.budget.next_baseline_fit); the largest fitted stands, `shrunk` saying
-    where it stopped. None where there is no time for the probe."""
+    times as many, up to all `n`, while the time left, and the baseline's BASELINE_SHARE of the budget, afford
+    the last fit's time scaled by the texts (with BASELINE_MARGIN: tfm_cls.training.budget.next_baseline_fit);
+    the largest fitted stands, `shrunk` saying where it stopped. None where there is no time for the probe."""
     if not clock.affords_before_writing(budget.BASELINE_MIN_SECONDS):
         clock.shrink(f"no classical baseline ({max(clock.left(), 0):.0f} s left)")
         return None
-    rows, scored = budget.BASELINE_PROBE, None
+    rows, scored, first = budget.BASELINE_PROBE, None, time.monotonic()
+    share = clock.share(budget.BASELINE_SHARE)
     while True:
         started = time.monotonic()
         scored = fit(rows)
@@ -170,9 +171,12 @@ def _baseline_in_budget(fit: Any, n: int, clock: WallClock) -> dict[str, Any] | 
         if rows >= n:
             return scored
         following, needed = budget.next_baseline_fit(rows, took, n)
-        if not clock.affords_before_writing(needed):  # the baseline is the last scoring; then only files are written
+        spent = time.monotonic() - first
+        # the baseline is the last scoring (then only files are written), and a reference: its share at most
+        if not clock.affords_before_writing(needed) or spent + needed > share:
             scored["shrunk"] = (f"baseline fitted on {rows} of {n} training texts ({following} were measured to need "
-                                f"~{needed:.0f} s, {max(clock.left(), 0):.0f} s were left)")
+                                f"~{needed:.0f} s; {max(clock.left(), 0):.0f} s were left, the baseline's share "
+                                f"{share:.0f} s, {spent:.0f} s spent)")
             logger.warning("wall-clock budget: %s", scored["shrunk"])
             return scored
         logger.info("baseline: %d training texts fitted in %.1f s; now %d", rows, took, following)

@@ -202,6 +202,7 @@ def test_the_budgets_probe_times_the_model_the_whole_training_set_would_fit(monk
 
 def test_the_baseline_grows_while_the_measured_cost_fits_and_never_starts_without_time(monkeypatch):
     from tfm_cls.classify import finish
+    from tfm_cls.training import budget
     from tfm_cls.training.clock import WallClock
 
     now = [1000.0]
@@ -215,10 +216,15 @@ def test_the_baseline_grows_while_the_measured_cost_fits_and_never_starts_withou
 
     import tfm_cls.training.clock as C
     monkeypatch.setattr(C.time, "monotonic", lambda: now[0])
-    clock = WallClock(10.0, started=now[0])  # 600 s
+    clock = WallClock(20.0, started=now[0])  # 1,200 s: the baseline's share 240 s
     assert finish._baseline_in_budget(fit, 10_000, clock)["train_examples"] == 10_000
     assert fitted == [100, 400, 1600, 6400, 10_000]  # each size timed before the next is judged
     fitted.clear()
+    clock = WallClock(10.0, started=now[0])  # 600 s, its share 120 s: 85 s spent, then all (~150 s) does not fit
+    scored = finish._baseline_in_budget(fit, 10_000, clock)
+    assert fitted == [100, 400, 1600, 6400] and "6400 of 10000" in scored["shrunk"] and "share 120 s" in scored["shrunk"]
+    fitted.clear()
+    monkeypatch.setattr(budget, "BASELINE_SHARE", 1.0)  # the time left decides alone
     clock = WallClock(1.0, started=now[0])  # 60 s: 100 (1 s), 400 (4 s), 1,600 (16 s) fit; 6,400 (~96 s) does not
     scored = finish._baseline_in_budget(fit, 10_000, clock)
     assert fitted == [100, 400, 1600] and "1600 of 10000" in scored["shrunk"]

@@ -31,3 +31,22 @@ def test_many_classes_keep_fewer_features_and_few_keep_the_cap(monkeypatch):
     sets = np.eye(60, dtype=int)[labels]
     vectorizer, _ = B.fit_baseline("label_sets", texts, None, sets)
     assert len(vectorizer.vocabulary_) > 1_000
+
+
+def test_the_runs_own_baseline_is_bounded_too_and_says_nothing_of_regression(monkeypatch):
+    """The baseline every run fits (score_beside -> SelectedBaseline, the budget's probes included) keeps at
+    most MAX_COEFFICIENTS / classes features: a 90-class probe of 400 long documents held 5.8 GB without it."""
+    monkeypatch.setattr(B, "MAX_COEFFICIENTS", 60_000)
+    texts, labels = _texts(120, 60)
+    val_texts, val_labels = _texts(60, 60, seed=1)
+    splits = {"train": B.Split(texts, labels), "validation": B.Split(val_texts, val_labels)}
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")  # 2 texts a class: no "regression targets?" warning reaches the user
+        for name in ("tfidf-word-lr", "tfidf-char-svm"):
+            fitted = B.SelectedBaseline(name).fit(splits["train"], splits["validation"])
+            assert fitted.model_.coef_.shape[1] <= 1_000 and fitted.model_.coef_.shape[0] == 60
+    scored = B.score_beside("single_label", splits, "tfidf-word-lr")
+    assert scored["validation"]["accuracy"] == 1.0  # every label's own word kept: the most frequent terms
+    # two classes: the cap is 30,000 features, more than these texts hold (nothing dropped)
+    two = B.SelectedBaseline("tfidf-word-lr").fit(B.Split(texts, labels % 2), B.Split(val_texts, val_labels % 2))
+    assert len(two.vectorizer_.vocabulary_) == len(B.tfidf_vectorizer(min_df=1).fit(texts).vocabulary_)
