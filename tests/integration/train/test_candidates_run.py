@@ -147,7 +147,7 @@ def test_the_bag_candidate_is_the_warm_start_as_fitted_not_the_trained_heads_bia
     assert torch.equal(models["bag_of_terms"].wide.weight, deep.model.wide.weight)  # the branch as fitted
 
 
-def test_a_spent_budget_still_writes_a_run_from_the_warm_start_and_says_what_it_cut(tmp_path):
+def test_a_spent_budget_still_writes_a_run_from_the_warm_start_and_says_what_it_cut(tmp_path, caplog):
     import time
 
     data = write_topic_data(tmp_path / "data")
@@ -159,7 +159,9 @@ def test_a_spent_budget_still_writes_a_run_from_the_warm_start_and_says_what_it_
     # zero) finds no time for a first step; the run is written all the same, and says what it cut
     assert metrics["steps"] == 0 and metrics["stopped"].startswith("wall-clock budget")
     shrunk = metrics["wall_clock"]["shrunk"]
-    assert any(s.startswith("the warm start's C grid stopped") for s in shrunk)
+    # the grid fitted its first C only: stopped by the spent budget, or ended by a perfect validation score
+    assert any(s.startswith("the warm start's C grid stopped") for s in shrunk) or \
+        "the best it can be: no other C is fitted" in caplog.text
     assert any(s.startswith("no out-of-fold logits") for s in shrunk)
     assert "no bag_of_terms_3 candidate (the warm start's share of the budget is spent)" in shrunk
     assert not (run / R.CANDIDATES_DIR / "bag_of_terms_3").exists()
