@@ -107,7 +107,7 @@ def fit_baseline(kind: str, texts: list[str], pairs: list[str] | None, targets: 
     from sklearn.multiclass import OneVsRestClassifier
 
     classes = len(np.unique(targets)) if kind == "classes" else 1  # one model a label (OvR): one row at a time
-    vectorizer = tfidf_vectorizer(min_df=1, max_features=min(MAX_FEATURES, max(MAX_COEFFICIENTS // classes, 1)))
+    vectorizer = capped(tfidf_vectorizer(min_df=1, max_features=MAX_FEATURES), classes)
     x = pair_features(vectorizer, texts, pairs, fit=True)
     if kind == "values":
         model = Ridge(alpha=1.0)
